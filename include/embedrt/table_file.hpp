@@ -1,0 +1,71 @@
+// Read-only, memory-mapped access to an .embt file.
+//
+// Opening maps the file and validates its header, directory and metadata with overflow-checked
+// arithmetic; it never touches table data, so it costs O(1) in the size of the tables. Checking
+// the data checksums is the separate verify() call.
+//
+// Thread safety: a TableFile is immutable after open(). Copies share one mapping, which lives as
+// long as any copy or any Model built from it; any number of threads may read concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "embedrt/error.hpp"
+#include "embedrt/format.hpp"
+
+namespace embedrt {
+
+struct OpenOptions {
+  bool populate = false;       // pre-fault every page at open (MAP_POPULATE)
+  bool will_need = false;      // start read-ahead of the whole file (MADV_WILLNEED)
+  bool random_access = false;  // disable read-ahead, for gathers from a cold table (MADV_RANDOM)
+  bool lock_in_memory = false; // mlock the mapping; open fails if the OS refuses
+  bool huge_pages = false;     // ask for transparent huge pages where the kernel allows it
+};
+
+// One table, as described by its directory entry, with a view of its mapped bytes.
+struct TableView {
+  std::string name;
+  Role role = Role::kOther;
+  DType dtype = DType::kF32;
+  std::uint64_t rows = 0;
+  std::uint64_t dim = 0;
+  std::uint64_t row_stride = 0;  // bytes
+  std::uint64_t offset = 0;      // absolute, in the file
+  std::uint64_t checksum = 0;
+  std::span<const std::byte> bytes;  // rows * row_stride bytes, 4096-byte aligned
+
+  const std::byte* row(std::uint64_t r) const noexcept { return bytes.data() + r * row_stride; }
+};
+
+class TableFile {
+ public:
+  static Result<TableFile> open(const std::string& path, const OpenOptions& options = {});
+
+  const std::string& path() const noexcept;
+  std::uint64_t file_size() const noexcept;
+  std::uint16_t version_major() const noexcept;
+  std::uint16_t version_minor() const noexcept;
+  const Metadata& metadata() const noexcept;
+  std::span<const TableView> tables() const noexcept;
+
+  // The table with this name or role; nullptr when there is none.
+  const TableView* find(std::string_view name) const noexcept;
+  const TableView* find(Role role) const noexcept;
+
+  // Recomputes the checksum of every table; the error names the first table that differs.
+  Status verify() const;
+  Status verify_table(const TableView& table) const;
+
+ private:
+  struct Impl;
+  explicit TableFile(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace embedrt

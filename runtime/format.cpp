@@ -1,0 +1,74 @@
+#include "embedrt/format.hpp"
+
+#include "byte_io.hpp"
+
+namespace embedrt {
+
+std::string_view dtype_name(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kInt8Rowwise: return "int8";
+  }
+  return "unknown";
+}
+
+std::string_view role_name(Role role) noexcept {
+  switch (role) {
+    case Role::kOther: return "other";
+    case Role::kToken: return "token";
+    case Role::kPosition: return "position";
+    case Role::kSegment: return "segment";
+    case Role::kNormWeight: return "norm_weight";
+    case Role::kNormBias: return "norm_bias";
+  }
+  return "other";
+}
+
+std::string_view position_kind_name(PositionKind kind) noexcept {
+  switch (kind) {
+    case PositionKind::kNone: return "none";
+    case PositionKind::kLearned: return "learned";
+    case PositionKind::kSinusoidal: return "sinusoidal";
+  }
+  return "none";
+}
+
+std::optional<DType> parse_dtype(std::string_view name) noexcept {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise}) {
+    if (name == dtype_name(d)) return d;
+  }
+  return std::nullopt;
+}
+
+std::optional<Role> parse_role(std::string_view name) noexcept {
+  for (Role r : {Role::kOther, Role::kToken, Role::kPosition, Role::kSegment, Role::kNormWeight,
+                 Role::kNormBias}) {
+    if (name == role_name(r)) return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<PositionKind> parse_position_kind(std::string_view name) noexcept {
+  for (PositionKind k : {PositionKind::kNone, PositionKind::kLearned, PositionKind::kSinusoidal}) {
+    if (name == position_kind_name(k)) return k;
+  }
+  return std::nullopt;
+}
+
+std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept {
+  switch (dtype) {
+    case DType::kF32: return 4 * dim;
+    case DType::kF16:
+    case DType::kBF16: return 2 * dim;
+    case DType::kInt8Rowwise: return detail::align_up(dim, 4) + 8;
+  }
+  return 0;
+}
+
+std::uint64_t default_row_stride(DType dtype, std::uint64_t dim) noexcept {
+  return detail::align_up(row_bytes(dtype, dim), kRowAlignment);
+}
+
+}  // namespace embedrt

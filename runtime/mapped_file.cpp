@@ -1,0 +1,95 @@
+#include "mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace embedrt::detail {
+
+std::string errno_message(int error_number) {
+  char buffer[256];
+  // GNU strerror_r returns the message pointer (possibly not the buffer).
+  return std::string(strerror_r(error_number, buffer, sizeof buffer));
+}
+
+Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& options) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    return Error(e == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
+                 "cannot open '" + path + "': " + errno_message(e));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return Error(ErrorCode::kIo, "cannot stat '" + path + "': " + errno_message(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error(ErrorCode::kInvalidArgument, "'" + path + "' is not a regular file");
+  }
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return Error(ErrorCode::kMalformed, "'" + path + "' is empty");
+  }
+  int flags = MAP_SHARED;
+  if (options.populate) flags |= MAP_POPULATE;
+  void* addr = ::mmap(nullptr, size, PROT_READ, flags, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  if (addr == MAP_FAILED) {
+    return Error(ErrorCode::kIo, "cannot map '" + path + "': " + errno_message(map_errno));
+  }
+  // Advice is a hint; failures are not errors (e.g. no THP support).
+  if (options.will_need) ::madvise(addr, size, MADV_WILLNEED);
+  if (options.random_access) ::madvise(addr, size, MADV_RANDOM);
+#ifdef MADV_HUGEPAGE
+  if (options.huge_pages) ::madvise(addr, size, MADV_HUGEPAGE);
+#endif
+  bool locked = false;
+  if (options.lock_in_memory) {
+    if (::mlock(addr, size) != 0) {
+      const int e = errno;
+      ::munmap(addr, size);
+      return Error(ErrorCode::kIo, "cannot lock '" + path + "' in memory (" +
+                                       std::to_string(size) + " bytes): " + errno_message(e) +
+                                       " (check RLIMIT_MEMLOCK)");
+    }
+    locked = true;
+  }
+  return MappedFile(static_cast<const std::byte*>(addr), size, locked);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      locked_(std::exchange(other.locked_, false)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    locked_ = std::exchange(other.locked_, false);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() { release(); }
+
+void MappedFile::release() noexcept {
+  if (data_ == nullptr) return;
+  void* addr = const_cast<std::byte*>(data_);
+  if (locked_) ::munlock(addr, size_);
+  ::munmap(addr, size_);
+  data_ = nullptr;
+}
+
+}  // namespace embedrt::detail

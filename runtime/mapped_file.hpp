@@ -1,0 +1,39 @@
+// A read-only, shared memory mapping of a whole file (PROT_READ, MAP_SHARED): every process
+// that maps the same file shares its pages through the page cache.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "embedrt/error.hpp"
+#include "embedrt/table_file.hpp"
+
+namespace embedrt::detail {
+
+class MappedFile {
+ public:
+  static Result<MappedFile> map(const std::string& path, const OpenOptions& options);
+
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+
+ private:
+  MappedFile(const std::byte* data, std::size_t size, bool locked)
+      : data_(data), size_(size), locked_(locked) {}
+  void release() noexcept;
+
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool locked_ = false;
+};
+
+// "strerror(errno)" in a form safe for threads.
+std::string errno_message(int error_number);
+
+}  // namespace embedrt::detail

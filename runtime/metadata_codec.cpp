@@ -1,0 +1,184 @@
+#include "metadata_codec.hpp"
+
+#include <bit>
+#include <cmath>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "byte_io.hpp"
+#include "layout.hpp"
+
+namespace embedrt::detail {
+namespace {
+
+namespace rec = metadata_record;
+
+void append_record(std::vector<std::byte>& out, std::string_view key, std::uint8_t type,
+                   std::span<const std::byte> value) {
+  const std::size_t start = out.size();
+  const std::size_t total = align_up(rec::kHeaderSize + key.size() + value.size(), 8);
+  out.resize(start + total);
+  std::byte* p = out.data() + start;
+  store_le<std::uint16_t>(p, static_cast<std::uint16_t>(key.size()));
+  store_le<std::uint8_t>(p + 2, type);
+  store_le<std::uint32_t>(p + 4, static_cast<std::uint32_t>(value.size()));
+  std::memcpy(p + rec::kHeaderSize, key.data(), key.size());
+  if (!value.empty()) std::memcpy(p + rec::kHeaderSize + key.size(), value.data(), value.size());
+}
+
+void append_u64(std::vector<std::byte>& out, std::string_view key, std::uint64_t v) {
+  std::byte bytes[8];
+  store_le(bytes, v);
+  append_record(out, key, rec::kU64, bytes);
+}
+
+void append_f64(std::vector<std::byte>& out, std::string_view key, double v) {
+  std::byte bytes[8];
+  store_le(bytes, v);
+  append_record(out, key, rec::kF64, bytes);
+}
+
+void append_string(std::vector<std::byte>& out, std::string_view key, std::string_view v) {
+  append_record(out, key, rec::kString, std::as_bytes(std::span(v.data(), v.size())));
+}
+
+bool valid_key(std::string_view key) {
+  if (key.empty() || key.size() > 255) return false;
+  for (char c : key) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_')) return false;
+  }
+  return true;
+}
+
+const char* type_name(std::uint8_t type) {
+  switch (type) {
+    case rec::kU64: return "u64";
+    case rec::kI64: return "i64";
+    case rec::kF64: return "f64";
+    case rec::kString: return "string";
+  }
+  return "unknown";
+}
+
+Error malformed(std::string message) {
+  return Error(ErrorCode::kMalformed, "metadata: " + std::move(message));
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_metadata(const Metadata& m) {
+  std::vector<std::byte> out;
+  append_string(out, "model.family", m.family);
+  append_string(out, "source.files", m.source_files);
+  append_string(out, "source.dtype", m.source_dtype);
+  append_u64(out, "context_length", m.context_length);
+  append_u64(out, "position.offset", m.position_offset);
+  append_string(out, "position.kind", position_kind_name(m.position_kind));
+  append_f64(out, "output.scale", m.output_scale);
+  append_f64(out, "norm.epsilon", m.norm_epsilon);
+  return out;
+}
+
+Result<Metadata> decode_metadata(std::span<const std::byte> block) {
+  Metadata m;
+  std::set<std::string, std::less<>> seen;
+  std::size_t pos = 0;
+  while (pos < block.size()) {
+    const std::size_t left = block.size() - pos;
+    const std::byte* p = block.data() + pos;
+    if (left < rec::kHeaderSize) {
+      // Only zero padding may follow the last record.
+      for (std::size_t i = 0; i < left; ++i) {
+        if (p[i] != std::byte{0}) {
+          return malformed("trailing byte at block offset " + std::to_string(pos + i));
+        }
+      }
+      break;
+    }
+    const auto key_size = load_le<std::uint16_t>(p);
+    const auto type = load_le<std::uint8_t>(p + 2);
+    const auto value_size = load_le<std::uint32_t>(p + 4);
+    if (key_size == 0 && type == 0 && value_size == 0) {
+      // A zero record header: only padding may follow.
+      for (std::size_t i = 0; i < left; ++i) {
+        if (p[i] != std::byte{0}) {
+          return malformed("record at block offset " + std::to_string(pos) +
+                           " has key_size 0");
+        }
+      }
+      break;
+    }
+    const std::uint64_t record_size =
+        align_up(std::uint64_t{rec::kHeaderSize} + key_size + value_size, 8);
+    if (record_size > left) {
+      return malformed("record at block offset " + std::to_string(pos) + " (key_size " +
+                       std::to_string(key_size) + ", value_size " + std::to_string(value_size) +
+                       ") runs past the end of the block (" + std::to_string(left) +
+                       " bytes left)");
+    }
+    const std::string_view key(reinterpret_cast<const char*>(p + rec::kHeaderSize), key_size);
+    if (!valid_key(key)) {
+      return malformed("record at block offset " + std::to_string(pos) +
+                       " has an invalid key (must be 1-255 of [a-z0-9._])");
+    }
+    if (type < rec::kU64 || type > rec::kString) {
+      return malformed("key '" + std::string(key) + "' has unknown type " + std::to_string(type));
+    }
+    if (type != rec::kString && value_size != 8) {
+      return malformed("key '" + std::string(key) + "' of type " + type_name(type) +
+                       " has value_size " + std::to_string(value_size) + ", expected 8");
+    }
+    if (!seen.insert(std::string(key)).second) {
+      return malformed("duplicate key '" + std::string(key) + "'");
+    }
+    const std::byte* value = p + rec::kHeaderSize + key_size;
+    const std::string_view text(reinterpret_cast<const char*>(value), value_size);
+
+    auto want = [&](std::uint8_t expected) -> Status {
+      if (type != expected) {
+        return malformed("key '" + std::string(key) + "' has type " + type_name(type) +
+                         ", expected " + type_name(expected));
+      }
+      return {};
+    };
+    Status typed;
+    if (key == "model.family") {
+      if (typed = want(rec::kString); typed) m.family = std::string(text);
+    } else if (key == "source.files") {
+      if (typed = want(rec::kString); typed) m.source_files = std::string(text);
+    } else if (key == "source.dtype") {
+      if (typed = want(rec::kString); typed) m.source_dtype = std::string(text);
+    } else if (key == "context_length") {
+      if (typed = want(rec::kU64); typed) m.context_length = load_le<std::uint64_t>(value);
+    } else if (key == "position.offset") {
+      if (typed = want(rec::kU64); typed) m.position_offset = load_le<std::uint64_t>(value);
+    } else if (key == "position.kind") {
+      if (typed = want(rec::kString); typed) {
+        auto kind = parse_position_kind(text);
+        if (!kind) {
+          return malformed("position.kind is '" + std::string(text) +
+                           "', expected learned, sinusoidal or none");
+        }
+        m.position_kind = *kind;
+      }
+    } else if (key == "output.scale") {
+      if (typed = want(rec::kF64); typed) {
+        m.output_scale = load_le<double>(value);
+        if (!std::isfinite(m.output_scale)) return malformed("output.scale is not finite");
+      }
+    } else if (key == "norm.epsilon") {
+      if (typed = want(rec::kF64); typed) {
+        m.norm_epsilon = load_le<double>(value);
+        if (!(m.norm_epsilon >= 0.0) || !std::isfinite(m.norm_epsilon)) {
+          return malformed("norm.epsilon is negative or not finite");
+        }
+      }
+    }
+    if (!typed) return Error(typed.error());
+    pos += record_size;
+  }
+  return m;
+}
+
+}  // namespace embedrt::detail

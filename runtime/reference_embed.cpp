@@ -1,0 +1,97 @@
+// The reference path: validate everything, then one row at a time, in plain scalar code.
+#include <cstring>
+#include <string>
+
+#include "byte_io.hpp"
+#include "embedrt/reference.hpp"
+#include "half.hpp"
+
+namespace embedrt {
+
+void decode_row(const TableView& table, std::uint64_t row, std::span<float> out) noexcept {
+  const std::byte* p = table.row(row);
+  const std::uint64_t dim = table.dim;
+  switch (table.dtype) {
+    case DType::kF32:
+      std::memcpy(out.data(), p, dim * sizeof(float));
+      return;
+    case DType::kF16:
+      for (std::uint64_t j = 0; j < dim; ++j) {
+        out[j] = detail::f16_to_f32(detail::load_le<std::uint16_t>(p + 2 * j));
+      }
+      return;
+    case DType::kBF16:
+      for (std::uint64_t j = 0; j < dim; ++j) {
+        out[j] = detail::bf16_to_f32(detail::load_le<std::uint16_t>(p + 2 * j));
+      }
+      return;
+    case DType::kInt8Rowwise: {
+      const std::uint64_t tail = detail::align_up(dim, 4);
+      const float scale = detail::load_le<float>(p + tail);
+      const float bias = detail::load_le<float>(p + tail + 4);
+      for (std::uint64_t j = 0; j < dim; ++j) {
+        out[j] = static_cast<float>(static_cast<std::int8_t>(p[j])) * scale + bias;
+      }
+      return;
+    }
+  }
+}
+
+Status reference_embed(const Model& model, std::span<const std::int64_t> ids, std::uint64_t batch,
+                       std::uint64_t start, std::span<float> out) {
+  const std::uint64_t dim = model.dim();
+  if (ids.empty()) {
+    if (!out.empty()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "output has " + std::to_string(out.size()) + " floats, expected 0 for no ids");
+    }
+    return {};
+  }
+  if (batch == 0 || ids.size() % batch != 0) {
+    return Error(ErrorCode::kInvalidArgument, std::to_string(ids.size()) +
+                                                  " ids cannot be split into " +
+                                                  std::to_string(batch) + " sequences of equal length");
+  }
+  const std::uint64_t length = ids.size() / batch;
+  if (out.size() / dim != ids.size() || out.size() % dim != 0) {
+    return Error(ErrorCode::kInvalidArgument,
+                 "output has " + std::to_string(out.size()) + " floats, expected " +
+                     std::to_string(ids.size()) + " ids x dim " + std::to_string(dim));
+  }
+  // Positions: every sequence uses start .. start + length - 1, so checking the last suffices.
+  const std::uint64_t limit = model.max_positions();
+  if (model.position() != nullptr) {
+    const auto last = detail::checked_add(start, length - 1);
+    if (!last || *last >= limit) {
+      // The first offending position of each sequence; start + t <= limit cannot overflow.
+      const std::uint64_t t = start >= limit ? 0 : limit - start;
+      return Error(ErrorCode::kOutOfRange, "sequence 0, position " + std::to_string(t) +
+                                               ": position " + std::to_string(start + t) +
+                                               " is past the limit of " + std::to_string(limit) +
+                                               " positions");
+    }
+  }
+  const std::uint64_t vocab = model.vocab_size();
+  for (std::uint64_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= vocab) {
+      return Error(ErrorCode::kOutOfRange, "sequence " + std::to_string(i / length) +
+                                               ", position " + std::to_string(i % length) +
+                                               ": id " + std::to_string(ids[i]) +
+                                               " is out of range [0, " + std::to_string(vocab) + ")");
+    }
+  }
+
+  std::vector<float> position_row(model.position() != nullptr ? dim : 0);
+  const std::uint64_t offset = model.metadata().position_offset;
+  for (std::uint64_t i = 0; i < ids.size(); ++i) {
+    const std::span<float> row = out.subspan(i * dim, dim);
+    decode_row(model.token(), static_cast<std::uint64_t>(ids[i]), row);
+    if (model.position() != nullptr) {
+      decode_row(*model.position(), start + i % length + offset, position_row);
+      for (std::uint64_t j = 0; j < dim; ++j) row[j] += position_row[j];
+    }
+  }
+  return {};
+}
+
+}  // namespace embedrt

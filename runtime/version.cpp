@@ -1,0 +1,5 @@
+#include "embedrt/version.hpp"
+
+namespace embedrt {
+const char* version() noexcept { return EMBEDRT_VERSION_STRING; }
+}  // namespace embedrt

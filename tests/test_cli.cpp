@@ -1,0 +1,183 @@
+// The `embedrt` tool as a user runs it: exit codes, stdout, stderr.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "embedrt/embedrt.hpp"
+#include "support/raw_file.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace embedrt;
+using embedrt::test::TempDir;
+
+namespace {
+
+struct Run {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Run run_cli(const TempDir& dir, const std::string& args) {
+  const std::string out = dir.file("stdout"), err = dir.file("stderr");
+  const std::string command = std::string("'") + EMBEDRT_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
+  const int status = std::system(command.c_str());
+  REQUIRE(WIFEXITED(status));
+  return {WEXITSTATUS(status), slurp(out), slurp(err)};
+}
+
+// tok[r][j] = r + j / 10 and pos[p][j] = p * 100: decimals that need several digits in float.
+struct Gpt2Like {
+  static constexpr std::uint64_t kVocab = 12, kContext = 6, kDim = 3;
+  std::vector<float> tok, pos;
+  Gpt2Like() : tok(kVocab * kDim), pos(kContext * kDim) {
+    for (std::uint64_t r = 0; r < kVocab; ++r)
+      for (std::uint64_t j = 0; j < kDim; ++j) tok[r * kDim + j] = static_cast<float>(r) + static_cast<float>(j) / 10.0f;
+    for (std::uint64_t p = 0; p < kContext; ++p)
+      for (std::uint64_t j = 0; j < kDim; ++j) pos[p * kDim + j] = static_cast<float>(p) * 100.0f + 0.1f;
+  }
+  std::string write(const TempDir& dir) const {
+    const TableData tables[] = {
+        {{"wte", Role::kToken, DType::kF32, kVocab, kDim}, std::as_bytes(std::span(tok))},
+        {{"wpe", Role::kPosition, DType::kF32, kContext, kDim}, std::as_bytes(std::span(pos))},
+    };
+    Metadata meta;
+    meta.family = "gpt2";
+    meta.context_length = kContext;
+    meta.position_kind = PositionKind::kLearned;
+    const std::string path = dir.file("gpt2.embt");
+    REQUIRE(write_table_file(path, tables, meta));
+    return path;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("help, version and usage errors") {
+  TempDir dir;
+  Run r = run_cli(dir, "--help");
+  CHECK(r.exit_code == 0);
+  for (const char* sub : {"inspect", "verify", "embed"}) CHECK(r.out.find(sub) != std::string::npos);
+  r = run_cli(dir, "--version");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find(std::string("embedrt ") + EMBEDRT_VERSION_STRING) != std::string::npos);
+  r = run_cli(dir, "");
+  CHECK(r.exit_code == 2);
+  r = run_cli(dir, "frobnicate");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("frobnicate") != std::string::npos);
+  r = run_cli(dir, "embed");
+  CHECK(r.exit_code == 2);
+}
+
+TEST_CASE("inspect and verify a good file") {
+  TempDir dir;
+  const std::string path = Gpt2Like().write(dir);
+  Run r = run_cli(dir, "inspect " + path);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("wte") != std::string::npos);
+  CHECK(r.out.find("gpt2") != std::string::npos);
+  r = run_cli(dir, "inspect --json " + path);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["format"] == "1.0");
+  CHECK(doc["metadata"]["model.family"] == "gpt2");
+  CHECK(doc["metadata"]["context_length"] == 6);
+  REQUIRE(doc["tables"].size() == 2);
+  CHECK(doc["tables"][0]["name"] == "wte");
+  CHECK(doc["tables"][0]["role"] == "token");
+  CHECK(doc["tables"][0]["dtype"] == "f32");
+  CHECK(doc["tables"][0]["shape"] == nlohmann::json::array({12, 3}));
+  CHECK(doc["tables"][1]["offset"].get<std::uint64_t>() % 4096 == 0);
+  r = run_cli(dir, "verify " + path);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("OK") != std::string::npos);
+}
+
+TEST_CASE("inspect and verify report bad files on stderr with exit 1") {
+  TempDir dir;
+  const std::string path = Gpt2Like().write(dir);
+  Run r = run_cli(dir, "inspect " + dir.file("missing.embt"));
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("missing.embt") != std::string::npos);
+  CHECK(r.out.empty());
+
+  test::RawFile raw{test::read_file(path)};
+  raw.bytes[raw.get<std::uint64_t>(test::RawFile::entry(1) + test::field::kOffset) + 3] ^= 1;
+  const std::string damaged = dir.file("damaged.embt");
+  test::write_file(damaged, raw.bytes);
+  r = run_cli(dir, "verify " + damaged);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("table 'wpe': data checksum") != std::string::npos);
+
+  raw.bytes.resize(raw.bytes.size() - 100);
+  test::write_file(damaged, raw.bytes);
+  r = run_cli(dir, "inspect " + damaged);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("truncated") != std::string::npos);
+}
+
+TEST_CASE("embed --json prints round-trip floats equal to token + position") {
+  TempDir dir;
+  const Gpt2Like model;
+  const std::string path = model.write(dir);
+  const std::vector<std::int64_t> ids = {3, 1, 4, 1, 5, 9};
+  Run r = run_cli(dir, "embed " + path + " --ids 3,1,4,1,5,9 --batch 2 --start 1 --json");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["shape"] == nlohmann::json::array({2, 3, 3}));
+  const auto& data = doc["data"];
+  REQUIRE(data.size() == ids.size() * 3);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::size_t position = 1 + i % 3;
+    for (std::size_t j = 0; j < 3; ++j) {
+      const float expected = model.tok[static_cast<std::size_t>(ids[i]) * 3 + j] + model.pos[position * 3 + j];
+      CHECK(static_cast<float>(data[i * 3 + j].get<double>()) == expected);
+    }
+  }
+  r = run_cli(dir, "embed " + path + " --ids 2");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("shape [1, 1, 3]") != std::string::npos);
+  r = run_cli(dir, "embed " + path + " --ids '' --batch 2 --json");
+  CHECK(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(r.out)["shape"] == nlohmann::json::array({2, 0, 3}));
+}
+
+TEST_CASE("embed errors name what is wrong and print nothing on stdout") {
+  TempDir dir;
+  const std::string path = Gpt2Like().write(dir);
+  struct Case {
+    std::string args;
+    int exit_code;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {"--ids 1,2,99", 1, "sequence 0, position 2: id 99 is out of range [0, 12)"},
+      {"--ids 1,-5 --batch 2", 1, "sequence 1, position 0: id -5 is out of range [0, 12)"},
+      {"--ids 1,2,3 --start 4", 1, "sequence 0, position 2: position 6 is past the limit of 6 positions"},
+      {"--ids 1,x,3", 2, "--ids: item 1 ('x') is not a 64-bit integer"},
+      {"--ids 1,,3", 2, "item 1 ('')"},
+      {"--ids 99999999999999999999", 2, "is not a 64-bit integer"},
+      {"--ids 1,2,3 --batch 2", 2, "do not split into --batch 2"},
+      {"--ids 1 --batch 0", 2, "--batch must be at least 1"},
+      {"--ids 1 --batch -1", 2, "--batch"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    Run r = run_cli(dir, "embed " + path + " " + c.args);
+    CHECK(r.exit_code == c.exit_code);
+    CHECK(r.err.find(c.needle) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+}

@@ -1,0 +1,198 @@
+// The typed metadata block (FORMAT.md 5) and the model-level consistency checks.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "embedrt/embedrt.hpp"
+#include "support/raw_file.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace embedrt;
+using embedrt::test::RawFile;
+using embedrt::test::TempDir;
+
+namespace {
+
+// One record laid out as FORMAT.md 5 describes, written independently of the runtime's codec.
+std::vector<unsigned char> record(const std::string& key, std::uint8_t type,
+                                  const std::vector<unsigned char>& value) {
+  std::vector<unsigned char> r(8);
+  const auto key_size = static_cast<std::uint16_t>(key.size());
+  const auto value_size = static_cast<std::uint32_t>(value.size());
+  std::memcpy(r.data(), &key_size, 2);
+  r[2] = type;
+  std::memcpy(r.data() + 4, &value_size, 4);
+  r.insert(r.end(), key.begin(), key.end());
+  r.insert(r.end(), value.begin(), value.end());
+  r.resize((r.size() + 7) / 8 * 8, 0);
+  return r;
+}
+
+template <typename T>
+std::vector<unsigned char> bytes_of(T v) {
+  std::vector<unsigned char> b(sizeof v);
+  std::memcpy(b.data(), &v, sizeof v);
+  return b;
+}
+
+std::vector<unsigned char> text(const std::string& s) { return {s.begin(), s.end()}; }
+
+struct Fixture {
+  TempDir dir;
+  RawFile good;
+  Fixture() {
+    std::vector<float> tok(4 * 2, 1.0f);
+    const TableData table{{"tok", Role::kToken, DType::kF32, 4, 2}, std::as_bytes(std::span(tok))};
+    Metadata meta;
+    meta.source_files = std::string(200, 'x');  // room to write test records into the block
+    const std::string path = dir.file("good.embt");
+    REQUIRE(write_table_file(path, {&table, 1}, meta));
+    good.bytes = test::read_file(path);
+  }
+
+  // Replaces the metadata block with `records` followed by zero padding, and reseals.
+  RawFile with_records(const std::vector<std::vector<unsigned char>>& records) {
+    RawFile raw = good;
+    const std::uint64_t offset = raw.get<std::uint64_t>(40), size = raw.get<std::uint64_t>(48);
+    std::vector<unsigned char> block;
+    for (const auto& r : records) block.insert(block.end(), r.begin(), r.end());
+    REQUIRE(block.size() <= size);
+    std::fill(raw.bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+              raw.bytes.begin() + static_cast<std::ptrdiff_t>(offset + size), 0);
+    std::copy(block.begin(), block.end(), raw.bytes.begin() + static_cast<std::ptrdiff_t>(offset));
+    raw.reseal();
+    return raw;
+  }
+
+  Result<TableFile> open(const RawFile& raw) {
+    const std::string path = dir.file("m.embt");
+    test::write_file(path, raw.bytes);
+    return TableFile::open(path);
+  }
+
+  void expect_error(const RawFile& raw, const std::string& needle) {
+    auto file = open(raw);
+    REQUIRE_FALSE(file);
+    CHECK(file.error().code() == ErrorCode::kMalformed);
+    INFO(file.error().message());
+    CHECK(file.error().message().find(needle) != std::string::npos);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(Fixture, "absent keys take their defaults and unknown keys are ignored") {
+  auto file = open(with_records({record("vendor.note", 4, text("hello")),
+                                 record("context_length", 1, bytes_of<std::uint64_t>(77))}));
+  REQUIRE(file);
+  CHECK(file->metadata().context_length == 77);
+  CHECK(file->metadata().family == "custom");
+  CHECK(file->metadata().output_scale == 1.0);
+  CHECK(file->metadata().norm_epsilon == 1e-5);
+  CHECK(file->metadata().position_kind == PositionKind::kNone);
+}
+
+TEST_CASE_FIXTURE(Fixture, "malformed metadata records") {
+  expect_error(with_records({record("context_length", 4, text("12345678"))}),
+               "'context_length' has type string, expected u64");
+  expect_error(with_records({record("output.scale", 1, bytes_of<std::uint64_t>(1))}),
+               "'output.scale' has type u64, expected f64");
+  expect_error(with_records({record("model.family", 4, text("a")), record("model.family", 4, text("b"))}),
+               "duplicate key 'model.family'");
+  expect_error(with_records({record("Bad Key", 4, text("a"))}), "invalid key");
+  expect_error(with_records({record("x", 9, bytes_of<std::uint64_t>(0))}), "unknown type 9");
+  expect_error(with_records({record("context_length", 1, bytes_of<std::uint32_t>(5))}),
+               "value_size 4, expected 8");
+  expect_error(with_records({record("position.kind", 4, text("rotary"))}), "position.kind is 'rotary'");
+  expect_error(with_records({record("output.scale", 3, bytes_of(std::nan("")))}), "output.scale is not finite");
+  expect_error(with_records({record("norm.epsilon", 3, bytes_of(-1.0))}), "norm.epsilon is negative");
+  SUBCASE("a record longer than the block") {
+    auto r = record("source.dtype", 4, text("f32"));
+    const std::uint32_t huge = 1u << 30;
+    std::memcpy(r.data() + 4, &huge, 4);
+    expect_error(with_records({r}), "runs past the end of the block");
+  }
+  SUBCASE("bytes after a zero record header") {
+    RawFile raw = with_records({record("model.family", 4, text("gpt2"))});
+    const std::uint64_t offset = raw.get<std::uint64_t>(40), size = raw.get<std::uint64_t>(48);
+    raw.bytes[offset + size - 3] = 7;
+    raw.reseal();
+    expect_error(raw, "has key_size 0");
+  }
+}
+
+namespace {
+
+struct ModelCase {
+  std::vector<TableSpec> specs;
+  Metadata meta;
+};
+
+Result<Model> build_model(TempDir& dir, const ModelCase& c) {
+  std::vector<std::vector<std::byte>> storage;
+  std::vector<TableData> tables;
+  for (const TableSpec& s : c.specs) {
+    storage.emplace_back(s.rows * row_bytes(s.dtype, s.dim));
+    tables.push_back({s, storage.back()});
+  }
+  const std::string path = dir.file("model.embt");
+  Status written = write_table_file(path, tables, c.meta, {.overwrite = true, .sync = false});
+  REQUIRE(written);
+  return Model::open(path);
+}
+
+}  // namespace
+
+TEST_CASE("model consistency checks") {
+  TempDir dir;
+  Metadata learned;
+  learned.position_kind = PositionKind::kLearned;
+  struct Case {
+    const char* name;
+    ModelCase model;
+    ErrorCode code;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"no token table", {{{"pos", Role::kPosition, DType::kF32, 4, 8}}, learned},
+       ErrorCode::kNotFound, "no table has the role 'token'"},
+      {"position width", {{{"t", Role::kToken, DType::kF32, 4, 8}, {"p", Role::kPosition, DType::kF32, 4, 9}}, learned},
+       ErrorCode::kMalformed, "has dim 9, the token table has 8"},
+      {"segment width", {{{"t", Role::kToken, DType::kF32, 4, 8}, {"s", Role::kSegment, DType::kF16, 2, 7}}, {}},
+       ErrorCode::kMalformed, "segment table 's' has dim 7"},
+      {"norm weight rows", {{{"t", Role::kToken, DType::kF32, 4, 8}, {"w", Role::kNormWeight, DType::kF32, 2, 8}}, {}},
+       ErrorCode::kMalformed, "must be one f32 row"},
+      {"norm weight dtype", {{{"t", Role::kToken, DType::kF32, 4, 8}, {"w", Role::kNormWeight, DType::kF16, 1, 8}}, {}},
+       ErrorCode::kMalformed, "must be one f32 row"},
+      {"bias without weight", {{{"t", Role::kToken, DType::kF32, 4, 8}, {"b", Role::kNormBias, DType::kF32, 1, 8}}, {}},
+       ErrorCode::kMalformed, "norm_bias table without a norm_weight"},
+      {"position table but kind none", {{{"t", Role::kToken, DType::kF32, 4, 8}, {"p", Role::kPosition, DType::kF32, 4, 8}}, {}},
+       ErrorCode::kMalformed, "position.kind is 'none' but the file has position table"},
+      {"kind learned without a table", {{{"t", Role::kToken, DType::kF32, 4, 8}}, learned},
+       ErrorCode::kMalformed, "has no position table"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    auto model = build_model(dir, c.model);
+    REQUIRE_FALSE(model);
+    CHECK(model.error().code() == c.code);
+    INFO(model.error().message());
+    CHECK(model.error().message().find(c.needle) != std::string::npos);
+  }
+  SUBCASE("position offset and context length against the table") {
+    Metadata meta = learned;
+    meta.position_offset = 4;
+    auto model = build_model(dir, {{{"t", Role::kToken, DType::kF32, 4, 8}, {"p", Role::kPosition, DType::kF32, 4, 8}}, meta});
+    REQUIRE_FALSE(model);
+    CHECK(model.error().message().find("position.offset 4 leaves no row") != std::string::npos);
+    meta.position_offset = 2;
+    meta.context_length = 3;
+    model = build_model(dir, {{{"t", Role::kToken, DType::kF32, 4, 8}, {"p", Role::kPosition, DType::kF32, 4, 8}}, meta});
+    REQUIRE_FALSE(model);
+    CHECK(model.error().message().find("context_length 3 exceeds") != std::string::npos);
+    meta.context_length = 2;
+    model = build_model(dir, {{{"t", Role::kToken, DType::kF32, 4, 8}, {"p", Role::kPosition, DType::kF32, 4, 8}}, meta});
+    REQUIRE(model);
+    CHECK(model->max_positions() == 2);
+  }
+}

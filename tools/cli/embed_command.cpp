@@ -1,0 +1,108 @@
+#include <charconv>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "embedrt/model.hpp"
+#include "embedrt/reference.hpp"
+#include "text_format.hpp"
+
+namespace embedrt::cli {
+namespace {
+
+struct EmbedArgs {
+  std::string model;
+  std::string ids;
+  std::uint64_t batch = 1;
+  std::uint64_t start = 0;
+  bool json = false;
+};
+
+// "3,1,4,1" -> {3, 1, 4, 1}. Negative values parse, so the embed call can name them.
+Result<std::vector<std::int64_t>> parse_ids(const std::string& text) {
+  std::vector<std::int64_t> ids;
+  if (text.empty()) return ids;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    std::size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(begin, end - begin);
+    std::int64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size()) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "--ids: item " + std::to_string(ids.size()) + " ('" + item +
+                       "') is not a 64-bit integer");
+    }
+    ids.push_back(value);
+    begin = end + 1;
+  }
+  return ids;
+}
+
+void write_json(const std::vector<float>& out, std::uint64_t batch, std::uint64_t length,
+                std::uint64_t dim) {
+  std::string text = "{\"shape\": [" + std::to_string(batch) + ", " + std::to_string(length) +
+                     ", " + std::to_string(dim) + "], \"data\": [";
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (i) text += ", ";
+    text += format_float(out[i]);
+  }
+  text += "]}\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
+void write_text(const std::vector<float>& out, std::uint64_t batch, std::uint64_t length,
+                std::uint64_t dim) {
+  std::string text = "shape [" + std::to_string(batch) + ", " + std::to_string(length) + ", " +
+                     std::to_string(dim) + "]\n";
+  for (std::uint64_t token = 0; token < batch * length; ++token) {
+    text += "[" + std::to_string(token / length) + ", " + std::to_string(token % length) + "]";
+    for (std::uint64_t j = 0; j < dim; ++j) text += " " + format_float(out[token * dim + j]);
+    text += "\n";
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
+int run(const EmbedArgs& args) {
+  auto ids = parse_ids(args.ids);
+  if (!ids) return report(ids.error());
+  if (args.batch == 0) return report(Error(ErrorCode::kInvalidArgument, "--batch must be at least 1"));
+  if (ids->size() % args.batch != 0) {
+    return report(Error(ErrorCode::kInvalidArgument,
+                        "--ids has " + std::to_string(ids->size()) +
+                            " ids, which do not split into --batch " + std::to_string(args.batch) +
+                            " sequences of equal length"));
+  }
+  auto model = Model::open(args.model);
+  if (!model) return report(model.error());
+  const std::uint64_t dim = model->dim();
+  const std::uint64_t length = ids->size() / args.batch;
+  std::vector<float> out(ids->size() * dim);
+  if (Status s = reference_embed(*model, *ids, args.batch, args.start, out); !s) {
+    return report(s.error());
+  }
+  if (args.json) {
+    write_json(out, args.batch, length, dim);
+  } else {
+    write_text(out, args.batch, length, dim);
+  }
+  return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+Runner add_embed_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("embed", "Embed token ids with a model and print the vectors");
+  auto args = std::make_shared<EmbedArgs>();
+  cmd->add_option("MODEL", args->model, "the .embt model")->required();
+  cmd->add_option("--ids", args->ids, "comma-separated token ids, e.g. 3,1,4,1")->required();
+  cmd->add_option("--batch", args->batch, "number of sequences the ids split into (equal lengths)");
+  cmd->add_option("--start", args->start, "position of the first token of each sequence");
+  cmd->add_flag("--json", args->json, R"(print {"shape": [B, L, D], "data": [...]})");
+  return [args]() { return run(*args); };
+}
+
+}  // namespace embedrt::cli

@@ -1,0 +1,45 @@
+// `embedrt`: inspect, verify and run .embt embedding tables.
+#include <cstdio>
+
+#include "commands.hpp"
+#include "embedrt/format.hpp"
+#include "embedrt/version.hpp"
+
+int main(int argc, char** argv) {
+  using namespace embedrt::cli;
+  CLI::App app{"embedrt: token embeddings at memory-bus speed", "embedrt"};
+  app.require_subcommand(1);
+  app.set_version_flag("-V,--version", std::string("embedrt ") + embedrt::version() +
+                                           " (format " + std::to_string(embedrt::kFormatVersionMajor) +
+                                           "." + std::to_string(embedrt::kFormatVersionMinor) + ")");
+
+  const Runner inspect = add_inspect_command(app);
+  const Runner verify = add_verify_command(app);
+  const Runner embed = add_embed_command(app);
+
+  // CLI11 would only say "a subcommand is required"; name the word it did not know.
+  const auto known = [&app](const std::string& word) {
+    return !app.get_subcommands([&word](CLI::App* sub) { return sub->get_name() == word; }).empty();
+  };
+  if (argc > 1 && argv[1][0] != '-' && !known(argv[1])) {
+    std::fprintf(stderr, "embedrt: error: unknown command '%s'\nRun 'embedrt --help' for usage.\n",
+                 argv[1]);
+    return kExitUsage;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "embedrt: error: %s\nRun 'embedrt --help' for usage.\n", e.what());
+    return kExitUsage;
+  }
+  if (app.got_subcommand("inspect")) return inspect();
+  if (app.got_subcommand("verify")) return verify();
+  if (app.got_subcommand("embed")) return embed();
+  return kExitUsage;
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs the whole test suite twice: a Release build, then a
+# build under AddressSanitizer + UndefinedBehaviorSanitizer.
+#
+#   ./tools/test.sh                      # everything (what CI runs)
+#   EMBEDRT_SANITIZE=0 ./tools/test.sh   # Release build only, for a quick local loop
+#   EMBEDRT_SANITIZE=thread ./tools/test.sh   # Release, then ThreadSanitizer instead of ASan+UBSan
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./tools/install-deps.sh
+
+jobs=$(nproc)
+run_suite() {  # run_suite BUILD_DIR [cmake args...]
+  local dir=$1
+  shift
+  echo "==> configure $dir $*"
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  echo "==> build $dir"
+  cmake --build "$dir" --parallel "$jobs"
+  echo "==> test $dir"
+  ctest --test-dir "$dir" --output-on-failure --parallel "$jobs"
+}
+
+run_suite build/release -DCMAKE_BUILD_TYPE=Release
+
+sanitizers=${EMBEDRT_SANITIZE:-address,undefined}
+if [ "$sanitizers" != 0 ]; then
+  # Benchmarks are not tests; they are skipped under sanitizers to save build time.
+  run_suite "build/sanitize-${sanitizers//,/-}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DEMBEDRT_SANITIZE="$sanitizers" -DEMBEDRT_BUILD_BENCHMARKS=OFF
+fi
+echo "==> all tests passed"
