@@ -23,5 +23,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/embedrtConfigVersion.cmak
 install(FILES ${PROJECT_BINARY_DIR}/embedrtConfig.cmake ${PROJECT_BINARY_DIR}/embedrtConfigVersion.cmake
   DESTINATION ${EMBEDRT_CMAKE_DIR})
 
+# Relocatable: the prefix is found relative to the .pc file, so `cmake --install --prefix` works.
+file(RELATIVE_PATH EMBEDRT_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/embedrt.pc.in ${PROJECT_BINARY_DIR}/embedrt.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/embedrt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
