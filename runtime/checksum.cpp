@@ -1,5 +1,10 @@
 #include "checksum.hpp"
 
+#include <algorithm>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -15,6 +20,23 @@ std::uint64_t checksum2(std::span<const std::byte> first, std::span<const std::b
   XXH3_64bits_reset(&state);
   XXH3_64bits_update(&state, first.data(), first.size());
   XXH3_64bits_update(&state, second.data(), second.size());
+  return XXH3_64bits_digest(&state);
+}
+
+std::uint64_t checksum_mapped(std::span<const std::byte> bytes) noexcept {
+  constexpr std::size_t kChunk = 32u << 20;
+  if (bytes.size() <= kChunk) return checksum(bytes);
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_64bits_reset(&state);
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (std::size_t at = 0; at < bytes.size(); at += kChunk) {
+    const std::size_t n = std::min(kChunk, bytes.size() - at);
+    XXH3_64bits_update(&state, bytes.data() + at, n);
+    const auto first = (reinterpret_cast<std::uintptr_t>(bytes.data() + at) + page - 1) & ~(page - 1);
+    const auto last = reinterpret_cast<std::uintptr_t>(bytes.data() + at + n) & ~(page - 1);
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
   return XXH3_64bits_digest(&state);
 }
 

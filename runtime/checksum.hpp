@@ -14,4 +14,9 @@ std::uint64_t checksum(std::span<const std::byte> bytes) noexcept;
 // directory and metadata).
 std::uint64_t checksum2(std::span<const std::byte> first, std::span<const std::byte> second) noexcept;
 
+// Checksum of a large mapped range, computed in chunks; after each chunk the pages are dropped
+// from this process's resident set (they stay in the page cache), so hashing a file of any size
+// costs a bounded amount of memory.
+std::uint64_t checksum_mapped(std::span<const std::byte> bytes) noexcept;
+
 }  // namespace embedrt::detail

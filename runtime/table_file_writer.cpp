@@ -216,7 +216,7 @@ void TableFileWriter::Impl::write_front_matter() noexcept {
     store_le<std::uint64_t>(e + ent::kOffset, offsets[i]);
     const std::uint64_t bytes = s.rows * strides[i];
     store_le<std::uint64_t>(e + ent::kDataSize, bytes);
-    store_le<std::uint64_t>(e + ent::kChecksum, detail::checksum({map + offsets[i], bytes}));
+    store_le<std::uint64_t>(e + ent::kChecksum, detail::checksum_mapped({map + offsets[i], bytes}));
   }
   std::memcpy(h + metadata_offset, metadata.data(), metadata.size());
   std::memcpy(map + size - detail::kFooterSize, detail::kFooter.data(), detail::kFooterSize);

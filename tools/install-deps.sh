@@ -8,7 +8,7 @@ packages=(
   # build
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   # libraries the project links
-  libxsimd-dev libtbb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev
+  libxsimd-dev libtbb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libdeflate-dev
   # tests and benchmarks
   doctest-dev libbenchmark-dev
   # PyTorch for parity tests and comparisons (runs as /usr/bin/python3; never needed at run time)

@@ -17,5 +17,6 @@ inline constexpr int kExitUsage = 2;    // the command line itself is wrong
 Runner add_inspect_command(CLI::App& app);
 Runner add_verify_command(CLI::App& app);
 Runner add_embed_command(CLI::App& app);
+Runner add_convert_command(CLI::App& app);
 
 }  // namespace embedrt::cli

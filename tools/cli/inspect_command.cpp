@@ -1,8 +1,11 @@
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "checkpoint.hpp"
 #include "commands.hpp"
 #include "embedrt/table_file.hpp"
 #include "text_format.hpp"
@@ -66,15 +69,59 @@ void print_text(const TableFile& file) {
   }
 }
 
+// True when the file starts with the .embt magic (anything else is inspected as a checkpoint).
+bool is_embt(const std::string& path) {
+  unsigned char magic[8] = {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return true;  // let TableFile::open report the error
+  const std::size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  static constexpr unsigned char kMagic[8] = {0x89, 'E', 'M', 'B', '\r', '\n', 0x1a, '\n'};
+  return n >= 4 && std::memcmp(magic, kMagic, 4) == 0;
+}
+
+int inspect_checkpoint(const std::string& path, bool json) {
+  std::error_code ignored;
+  auto checkpoint = import::open_checkpoint({path});
+  if (!checkpoint) return report(checkpoint.error());
+  if (json) {
+    nlohmann::ordered_json doc;
+    doc["files"] = checkpoint->files;
+    doc["formats"] = checkpoint->formats;
+    auto& tensors = doc["tensors"] = nlohmann::ordered_json::array();
+    for (const import::SourceTensor& t : checkpoint->tensors) {
+      tensors.push_back({{"name", t.name},
+                         {"dtype", import::source_dtype_name(t.dtype)},
+                         {"shape", t.shape},
+                         {"strides", t.strides},
+                         {"storage_offset", t.storage_offset}});
+    }
+    std::printf("%s\n", doc.dump(2).c_str());
+    return kExitOk;
+  }
+  for (std::size_t i = 0; i < checkpoint->files.size(); ++i) {
+    std::printf("%s: %s\n", checkpoint->files[i].c_str(), checkpoint->formats[i].c_str());
+  }
+  std::printf("\n%-48s %-9s %-18s %-16s %s\n", "tensor", "dtype", "shape", "strides", "storage offset");
+  for (const import::SourceTensor& t : checkpoint->tensors) {
+    std::printf("%-48s %-9s %-18s %-16s %lld\n", t.name.c_str(), std::string(import::source_dtype_name(t.dtype)).c_str(),
+                import::shape_string(t.shape).c_str(), import::shape_string(t.strides).c_str(),
+                static_cast<long long>(t.storage_offset));
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 Runner add_inspect_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "Show the tables, dtypes, shapes and metadata of a file");
+  auto* cmd = app.add_subcommand("inspect", "Show the tables of an .embt file, or the tensors of a checkpoint");
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   cmd->add_option("FILE", *path, "the file to inspect")->required();
   cmd->add_flag("--json", *json, "print one JSON object");
   return [path, json]() {
+    std::error_code error;
+    if (!is_embt(*path) || std::filesystem::is_directory(*path, error)) return inspect_checkpoint(*path, *json);
     auto file = TableFile::open(*path);
     if (!file) return report(file.error());
     if (*json) {

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   const Runner inspect = add_inspect_command(app);
   const Runner verify = add_verify_command(app);
   const Runner embed = add_embed_command(app);
+  const Runner convert = add_convert_command(app);
 
   // CLI11 would only say "a subcommand is required"; name the word it did not know.
   const auto known = [&app](const std::string& word) {
@@ -41,5 +42,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("inspect")) return inspect();
   if (app.got_subcommand("verify")) return verify();
   if (app.got_subcommand("embed")) return embed();
+  if (app.got_subcommand("convert")) return convert();
   return kExitUsage;
 }

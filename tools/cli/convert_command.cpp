@@ -1,0 +1,111 @@
+// `embedrt convert`: PyTorch / safetensors checkpoints to .embt, without Python and without
+// executing pickle code.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint.hpp"
+#include "commands.hpp"
+#include "convert.hpp"
+#include "presets.hpp"
+#include "progress_bar.hpp"
+#include "text_format.hpp"
+
+namespace embedrt::cli {
+namespace {
+
+struct ConvertArgs {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string preset = "auto";
+  import::TableOverrides overrides;
+  double norm_eps = -1;
+  std::string key;
+  std::string dtype = "f32";
+  bool force = false;
+  bool progress = false, no_progress = false;
+  bool no_crc_check = false;
+  int quiet = 0, verbose = 0;
+};
+
+int run(const ConvertArgs& args) {
+  const auto dtype = parse_dtype(args.dtype);
+  if (!dtype) return report(Error(ErrorCode::kInvalidArgument, "--dtype '" + args.dtype + "': expected f32, f16, bf16 or int8"));
+  if (!args.force && ::access(args.output.c_str(), F_OK) == 0) {
+    return report(Error(ErrorCode::kAlreadyExists, "'" + args.output + "' exists; use --force to replace it"));
+  }
+  auto checkpoint = import::open_checkpoint(args.inputs, {.check_crc = !args.no_crc_check, .key = args.key});
+  if (!checkpoint) return report(checkpoint.error());
+  if (args.verbose > 0) {
+    for (std::size_t i = 0; i < checkpoint->files.size(); ++i) {
+      std::printf("read %s (%s)\n", checkpoint->files[i].c_str(), checkpoint->formats[i].c_str());
+    }
+    std::printf("%zu tensors\n", checkpoint->tensors.size());
+  }
+  import::TableOverrides overrides = args.overrides;
+  if (args.norm_eps >= 0) overrides.norm_epsilon = args.norm_eps;
+  auto plan = import::plan_model(checkpoint->tensors, args.preset, overrides);
+  if (!plan) return report(plan.error());
+  for (const std::string& f : checkpoint->files) plan->metadata.source_files += (plan->metadata.source_files.empty() ? "" : "\n") + f;
+  plan->metadata.source_dtype = std::string(import::source_dtype_name(plan->tables[0].tensor->dtype));
+  if (args.quiet == 0) {
+    std::printf("preset: %s (%s)\n", plan->family.c_str(), plan->explanation.c_str());
+    for (const import::ChosenTable& c : plan->tables) {
+      std::printf("  %-12s %s %s %s\n", std::string(role_name(c.role)).c_str(), c.tensor->name.c_str(),
+                  std::string(import::source_dtype_name(c.tensor->dtype)).c_str(), import::shape_string(c.tensor->shape).c_str());
+    }
+    std::fflush(stdout);
+  }
+  const bool show_progress = args.progress || (!args.no_progress && args.quiet == 0 && ::isatty(STDERR_FILENO));
+  ProgressBar bar(show_progress, "converting");
+  auto reports = import::convert_model(*plan, args.output, {.dtype = *dtype, .overwrite = args.force},
+                                       [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); });
+  bar.finish();
+  if (!reports) return report(reports.error());
+  if (args.quiet == 0) {
+    for (const import::TableReport& r : *reports) {
+      std::printf("wrote %-12s [%llu, %llu] %s", std::string(role_name(r.role)).c_str(),
+                  static_cast<unsigned long long>(r.rows), static_cast<unsigned long long>(r.dim),
+                  std::string(dtype_name(r.dtype)).c_str());
+      if (r.exact) {
+        std::printf(" (exact)\n");
+      } else {
+        std::printf(" (max abs error %.3g, mean abs error %.3g)\n", r.max_abs_error, r.mean_abs_error);
+      }
+    }
+    std::printf("%s\n", args.output.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner add_convert_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("convert", "Convert PyTorch or safetensors weights to an .embt file");
+  auto args = std::make_shared<ConvertArgs>();
+  cmd->add_option("INPUT", args->inputs, ".pt/.pth/.bin (torch zip or legacy), .safetensors, *.index.json, or a model folder")
+      ->required();
+  cmd->add_option("-o,--output", args->output, "the .embt file to write")->required();
+  cmd->add_option("--preset", args->preset, "model family: auto, gpt2, bert, roberta, opt, llama, gemma, t5");
+  cmd->add_option("--token", args->overrides.token, "tensor name of the token table");
+  cmd->add_option("--position", args->overrides.position, "tensor name of the position table");
+  cmd->add_option("--segment", args->overrides.segment, "tensor name of the token-type (segment) table");
+  cmd->add_option("--norm-weight", args->overrides.norm_weight, "tensor name of the LayerNorm weight");
+  cmd->add_option("--norm-bias", args->overrides.norm_bias, "tensor name of the LayerNorm bias");
+  cmd->add_option("--norm-eps", args->norm_eps, "LayerNorm epsilon (default: the preset's)");
+  cmd->add_option("--key", args->key, "dotted path of the state dict inside a checkpoint (e.g. model)");
+  cmd->add_option("--dtype", args->dtype, "table dtype: f32, f16, bf16 or int8 (rowwise scale and bias)");
+  cmd->add_flag("--force", args->force, "replace OUT if it exists");
+  cmd->add_flag("--progress", args->progress, "show a progress bar even when stderr is not a terminal");
+  cmd->add_flag("--no-progress", args->no_progress, "never show a progress bar");
+  cmd->add_flag("--no-crc-check", args->no_crc_check, "skip CRC-32 checks of zip entries");
+  cmd->add_flag("-q,--quiet", args->quiet, "print nothing but errors");
+  cmd->add_flag("-v,--verbose", args->verbose, "print the files read");
+  return [args]() { return run(*args); };
+}
+
+}  // namespace embedrt::cli

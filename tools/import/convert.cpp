@@ -1,0 +1,185 @@
+#include "convert.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "embedrt/table_file_writer.hpp"
+#include "half.hpp"
+
+namespace embedrt::import {
+namespace {
+
+// One source row as float (exact for f32/f16/bf16; f64 rounds to nearest float, as torch does).
+void read_row(const SourceTensor& t, std::uint64_t row, std::uint64_t dim, double* out) {
+  const std::size_t element = source_dtype_size(t.dtype);
+  const bool vector = t.shape.size() == 1;
+  const std::int64_t row_stride = vector ? 0 : t.strides[0];
+  const std::int64_t column_stride = t.strides.back();
+  const std::byte* base = t.storage.data() + (static_cast<std::uint64_t>(t.storage_offset) +
+                                              row * static_cast<std::uint64_t>(row_stride)) * element;
+  for (std::uint64_t j = 0; j < dim; ++j) {
+    const std::byte* p = base + j * static_cast<std::uint64_t>(column_stride) * element;
+    switch (t.dtype) {
+      case SourceDType::kF64: { double v; std::memcpy(&v, p, 8); out[j] = v; break; }
+      case SourceDType::kF32: { float v; std::memcpy(&v, p, 4); out[j] = v; break; }
+      case SourceDType::kF16: { std::uint16_t v; std::memcpy(&v, p, 2); out[j] = detail::f16_to_f32(v); break; }
+      case SourceDType::kBF16: { std::uint16_t v; std::memcpy(&v, p, 2); out[j] = detail::bf16_to_f32(v); break; }
+      default: out[j] = 0; break;  // refused earlier by plan_model
+    }
+  }
+}
+
+// The source dtype matches the output and the row is contiguous: copy bytes (bit-exact, fast).
+bool direct_copy(const SourceTensor& t, DType out) {
+  const bool same = (t.dtype == SourceDType::kF32 && out == DType::kF32) ||
+                    (t.dtype == SourceDType::kF16 && out == DType::kF16) ||
+                    (t.dtype == SourceDType::kBF16 && out == DType::kBF16);
+  return same && t.strides.back() == 1;
+}
+
+struct ErrorStats {
+  double max = 0, sum = 0;
+  std::uint64_t count = 0;
+  bool exact = true;
+  void add(double source, double stored) {
+    const double e = std::fabs(stored - source);
+    if (std::isnan(source) && std::isnan(stored)) return;
+    if (std::isinf(source) && source == stored) return;
+    if (!(e == 0)) exact = false;
+    max = std::max(max, e);
+    sum += e;
+    ++count;
+  }
+};
+
+// Quantizes one row to int8 codes with a float scale and bias: value = q * scale + bias.
+Status quantize_row(const double* values, std::uint64_t dim, std::byte* out, const std::string& name,
+                    std::uint64_t row, ErrorStats& stats) {
+  double lo = values[0], hi = values[0];
+  for (std::uint64_t j = 0; j < dim; ++j) {
+    if (!std::isfinite(values[j])) {
+      return Error(ErrorCode::kInvalidArgument, "tensor '" + name + "' row " + std::to_string(row) + " holds " +
+                                                    std::to_string(values[j]) + ", which int8 cannot represent");
+    }
+    lo = std::min(lo, values[j]);
+    hi = std::max(hi, values[j]);
+  }
+  const float scale = static_cast<float>((hi - lo) / 255.0);
+  const float bias = static_cast<float>(lo) + 128.0f * scale;
+  const std::uint64_t tail = (dim + 3) / 4 * 4;
+  for (std::uint64_t j = 0; j < dim; ++j) {
+    const double q = scale > 0 ? std::nearbyint((values[j] - bias) / scale) : 0.0;
+    const auto code = static_cast<std::int8_t>(std::clamp(q, -128.0, 127.0));
+    out[j] = static_cast<std::byte>(code);
+    stats.add(values[j], static_cast<double>(static_cast<float>(code) * scale + bias));
+  }
+  std::memcpy(out + tail, &scale, 4);
+  std::memcpy(out + tail + 4, &bias, 4);
+  return {};
+}
+
+// Drops pages already processed from this process's resident set: file-backed pages stay in the
+// page cache (and dirty ones are written back normally), so peak memory stays far below the
+// model size however large it is.
+void release_pages(const std::byte* begin, const std::byte* end) {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = (reinterpret_cast<std::uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const auto last = reinterpret_cast<std::uintptr_t>(end) & ~(page - 1);
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+}  // namespace
+
+Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std::string& output,
+                                               const ConvertOptions& options, const ProgressFn& progress) {
+  std::vector<TableSpec> specs;
+  std::uint64_t total_bytes = 0;
+  for (const ChosenTable& c : plan.tables) {
+    const SourceTensor& t = *c.tensor;
+    const bool norm = c.role == Role::kNormWeight || c.role == Role::kNormBias;
+    const auto rows = norm ? 1 : static_cast<std::uint64_t>(t.shape[0]);
+    const auto dim = static_cast<std::uint64_t>(t.shape.back());
+    specs.push_back({t.name.size() <= kMaxNameBytes ? t.name : t.name.substr(t.name.size() - kMaxNameBytes),
+                     c.role, norm ? DType::kF32 : options.dtype, rows, dim});
+    total_bytes += rows * dim * source_dtype_size(t.dtype);
+  }
+  Metadata metadata = plan.metadata;
+  auto writer = TableFileWriter::begin(output, specs, metadata, {.overwrite = options.overwrite, .sync = options.sync});
+  if (!writer) return std::move(writer).error();
+
+  std::vector<TableReport> reports;
+  std::uint64_t done = 0, reported = 0;
+  constexpr std::uint64_t kReleaseEvery = 32u << 20;
+  for (std::size_t i = 0; i < plan.tables.size(); ++i) {
+    const SourceTensor& t = *plan.tables[i].tensor;
+    const TableSpec& spec = writer->spec(i);
+    const std::uint64_t dim = spec.dim;
+    ErrorStats stats;
+    std::vector<double> values(dim);
+    const bool copy = direct_copy(t, spec.dtype);
+    const std::size_t source_row_bytes = dim * source_dtype_size(t.dtype);
+    std::uint64_t released_row = 0;
+    for (std::uint64_t r = 0; r < spec.rows; ++r) {
+      const std::span<std::byte> out = writer->row(i, r);
+      if (copy) {
+        const std::int64_t row_stride = t.shape.size() == 1 ? 0 : t.strides[0];
+        std::memcpy(out.data(), t.storage.data() + (static_cast<std::uint64_t>(t.storage_offset) +
+                                                    r * static_cast<std::uint64_t>(row_stride)) * source_dtype_size(t.dtype),
+                    source_row_bytes);
+      } else {
+        read_row(t, r, dim, values.data());
+        switch (spec.dtype) {
+          case DType::kF32:
+            for (std::uint64_t j = 0; j < dim; ++j) {
+              const float v = static_cast<float>(values[j]);
+              std::memcpy(out.data() + 4 * j, &v, 4);
+              stats.add(values[j], v);
+            }
+            break;
+          case DType::kF16:
+            for (std::uint64_t j = 0; j < dim; ++j) {
+              const std::uint16_t h = detail::f32_to_f16(static_cast<float>(values[j]));
+              std::memcpy(out.data() + 2 * j, &h, 2);
+              stats.add(values[j], detail::f16_to_f32(h));
+            }
+            break;
+          case DType::kBF16:
+            for (std::uint64_t j = 0; j < dim; ++j) {
+              const std::uint16_t h = detail::f32_to_bf16(static_cast<float>(values[j]));
+              std::memcpy(out.data() + 2 * j, &h, 2);
+              stats.add(values[j], detail::bf16_to_f32(h));
+            }
+            break;
+          case DType::kInt8Rowwise:
+            if (Status s = quantize_row(values.data(), dim, out.data(), t.name, r, stats); !s) return std::move(s).error();
+            break;
+        }
+      }
+      done += source_row_bytes;
+      if (done - reported >= kReleaseEvery || r + 1 == spec.rows) {
+        reported = done;
+        if (progress) progress(done, total_bytes);
+        // Contiguous sources only: a strided (transposed) view revisits its pages on every row.
+        if (t.strides.back() == 1 && t.shape.size() == 2) {
+          const std::byte* first = writer->row(i, released_row).data();
+          const std::byte* last = out.data() + out.size();
+          release_pages(first, last);
+          const auto row_bytes = static_cast<std::uint64_t>(t.strides[0]) * source_dtype_size(t.dtype);
+          const std::byte* source = t.storage.data() + static_cast<std::uint64_t>(t.storage_offset) * source_dtype_size(t.dtype);
+          release_pages(source + released_row * row_bytes, source + (r + 1) * row_bytes);
+          released_row = r + 1;
+        }
+      }
+    }
+    reports.push_back({t.name, spec.role, spec.dtype, spec.rows, dim, copy || stats.exact, stats.max,
+                       stats.count ? stats.sum / static_cast<double>(stats.count) : 0.0});
+  }
+  if (Status s = writer->commit(); !s) return std::move(s).error();
+  return reports;
+}
+
+}  // namespace embedrt::import

@@ -1,0 +1,38 @@
+// Which tensors of a checkpoint are the embedding tables, and what metadata the model family
+// implies (position offset, output scale, LayerNorm epsilon).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "embedrt/error.hpp"
+#include "embedrt/format.hpp"
+#include "source_tensor.hpp"
+
+namespace embedrt::import {
+
+struct TableOverrides {
+  std::string token, position, segment, norm_weight, norm_bias;  // exact tensor names
+  std::optional<double> norm_epsilon;
+};
+
+struct ChosenTable {
+  Role role;
+  const SourceTensor* tensor;
+};
+
+struct ModelPlan {
+  std::string family;       // "gpt2", ..., or "custom"
+  std::string explanation;  // what auto-detection saw, printed by the CLI
+  std::vector<ChosenTable> tables;
+  Metadata metadata;        // family, offsets, scale, epsilon, context (source fields left empty)
+};
+
+// `preset` is "auto" or a family name (gpt2, bert, roberta, opt, llama, gemma, t5).
+Result<ModelPlan> plan_model(const std::vector<SourceTensor>& tensors, const std::string& preset,
+                             const TableOverrides& overrides);
+
+std::vector<std::string> preset_names();
+
+}  // namespace embedrt::import
