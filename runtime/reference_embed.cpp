@@ -1,5 +1,7 @@
 // The reference path: validate everything, then one row at a time, in plain scalar code.
+#include <cmath>
 #include <cstring>
+#include <vector>
 #include <string>
 
 #include "byte_io.hpp"
@@ -37,8 +39,42 @@ void decode_row(const TableView& table, std::uint64_t row, std::span<float> out)
   }
 }
 
+namespace {
+
+// LayerNorm in double, rounded once to float: the oracle must be more accurate than what it checks.
+void layer_norm(std::span<float> x, const TableView& weight, const TableView* bias, double epsilon) {
+  const std::size_t n = x.size();
+  double mean = 0;
+  for (float v : x) mean += v;
+  mean /= static_cast<double>(n);
+  double variance = 0;
+  for (float v : x) variance += (v - mean) * (v - mean);
+  variance /= static_cast<double>(n);
+  const double inverse = 1.0 / std::sqrt(variance + epsilon);
+  std::vector<float> w(n), b(n, 0.0f);
+  decode_row(weight, 0, w);
+  if (bias != nullptr) decode_row(*bias, 0, b);
+  for (std::size_t j = 0; j < n; ++j) {
+    x[j] = static_cast<float>((x[j] - mean) * inverse * w[j] + b[j]);
+  }
+}
+
+Status check_ids(std::span<const std::int64_t> ids, std::uint64_t length, std::uint64_t limit, const char* what) {
+  for (std::uint64_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= limit) {
+      return Error(ErrorCode::kOutOfRange, "sequence " + std::to_string(i / length) + ", position " +
+                                               std::to_string(i % length) + ": " + what + " " +
+                                               std::to_string(ids[i]) + " is out of range [0, " +
+                                               std::to_string(limit) + ")");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Status reference_embed(const Model& model, std::span<const std::int64_t> ids, std::uint64_t batch,
-                       std::uint64_t start, std::span<float> out) {
+                       std::uint64_t start, std::span<float> out, std::span<const std::int64_t> segment_ids) {
   const std::uint64_t dim = model.dim();
   if (ids.empty()) {
     if (!out.empty()) {
@@ -71,24 +107,37 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
                                                " positions");
     }
   }
-  const std::uint64_t vocab = model.vocab_size();
-  for (std::uint64_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= vocab) {
-      return Error(ErrorCode::kOutOfRange, "sequence " + std::to_string(i / length) +
-                                               ", position " + std::to_string(i % length) +
-                                               ": id " + std::to_string(ids[i]) +
-                                               " is out of range [0, " + std::to_string(vocab) + ")");
+  if (Status s = check_ids(ids, length, model.vocab_size(), "id"); !s) return s;
+  if (!segment_ids.empty()) {
+    if (model.segment() == nullptr) {
+      return Error(ErrorCode::kInvalidArgument, "segment ids given, but the model has no segment table");
     }
+    if (segment_ids.size() != ids.size()) {
+      return Error(ErrorCode::kInvalidArgument, std::to_string(segment_ids.size()) + " segment ids for " +
+                                                    std::to_string(ids.size()) + " ids");
+    }
+    if (Status s = check_ids(segment_ids, length, model.segment()->rows, "segment"); !s) return s;
   }
 
-  std::vector<float> position_row(model.position() != nullptr ? dim : 0);
+  std::vector<float> extra(dim);
   const std::uint64_t offset = model.metadata().position_offset;
+  const auto scale = static_cast<float>(model.metadata().output_scale);
   for (std::uint64_t i = 0; i < ids.size(); ++i) {
     const std::span<float> row = out.subspan(i * dim, dim);
     decode_row(model.token(), static_cast<std::uint64_t>(ids[i]), row);
+    if (model.segment() != nullptr) {
+      decode_row(*model.segment(), segment_ids.empty() ? 0 : static_cast<std::uint64_t>(segment_ids[i]), extra);
+      for (std::uint64_t j = 0; j < dim; ++j) row[j] += extra[j];
+    }
     if (model.position() != nullptr) {
-      decode_row(*model.position(), start + i % length + offset, position_row);
-      for (std::uint64_t j = 0; j < dim; ++j) row[j] += position_row[j];
+      decode_row(*model.position(), start + i % length + offset, extra);
+      for (std::uint64_t j = 0; j < dim; ++j) row[j] += extra[j];
+    }
+    if (scale != 1.0f) {
+      for (float& v : row) v *= scale;
+    }
+    if (model.norm_weight() != nullptr) {
+      layer_norm(row, *model.norm_weight(), model.norm_bias(), model.metadata().norm_epsilon);
     }
   }
   return {};

@@ -142,3 +142,53 @@ TEST_CASE("validation names the sequence, position, value and limit, and writes 
     CHECK(reference_embed(model, {}, 0, 0, {}));
   }
 }
+
+TEST_CASE("segments, output scale and LayerNorm follow FORMAT.md section 7") {
+  TempDir dir;
+  // tok[r] = (r, 2r), seg[s] = (10s, 0), pos[p] = (0, 100p); every value exact in float.
+  const std::vector<float> tok = {0, 0, 1, 2, 2, 4, 3, 6}, seg = {0, 0, 10, 0}, pos = {0, 0, 0, 100, 0, 200};
+  const std::vector<float> weight = {2.0f, 0.5f}, bias = {1.0f, -1.0f};
+  const TableData tables[] = {
+      {{"tok", Role::kToken, DType::kF32, 4, 2}, std::as_bytes(std::span(tok))},
+      {{"seg", Role::kSegment, DType::kF32, 2, 2}, std::as_bytes(std::span(seg))},
+      {{"pos", Role::kPosition, DType::kF32, 3, 2}, std::as_bytes(std::span(pos))},
+      {{"w", Role::kNormWeight, DType::kF32, 1, 2}, std::as_bytes(std::span(weight))},
+      {{"b", Role::kNormBias, DType::kF32, 1, 2}, std::as_bytes(std::span(bias))},
+  };
+  Metadata meta;
+  meta.position_kind = PositionKind::kLearned;
+  meta.output_scale = 4.0;
+  meta.norm_epsilon = 0.0;
+  const std::string path = dir.file("bert.embt");
+  REQUIRE(write_table_file(path, tables, meta));
+  auto model = Model::open(path);
+  REQUIRE(model);
+
+  // x = (tok[3] + seg[1] + pos[1]) * 4 = (13, 106) * 4 = (52, 424); two values: LayerNorm gives
+  // (-1, +1) exactly, then * w + b = (-1, -0.5).
+  std::vector<float> out(4);
+  const std::vector<std::int64_t> ids = {3, 0}, segments = {1, 0};
+  REQUIRE(reference_embed(*model, ids, 1, 1, out, segments));
+  CHECK(out[0] == doctest::Approx(-1.0f).epsilon(1e-6));
+  CHECK(out[1] == doctest::Approx(-0.5f).epsilon(1e-6));
+  // Second token: (0 + 0 + (0, 200)) * 4 = (0, 800) -> (-1, 1) -> (-1, -0.5).
+  CHECK(out[2] == doctest::Approx(-1.0f).epsilon(1e-6));
+  CHECK(out[3] == doctest::Approx(-0.5f).epsilon(1e-6));
+
+  const Status bad = reference_embed(*model, ids, 1, 0, out, std::vector<std::int64_t>{0, 2});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message() == "sequence 0, position 1: segment 2 is out of range [0, 2)");
+  const Status count = reference_embed(*model, ids, 1, 0, out, std::vector<std::int64_t>{0});
+  REQUIRE_FALSE(count);
+  CHECK(count.error().message() == "1 segment ids for 2 ids");
+}
+
+TEST_CASE("segment ids for a model without a segment table are refused") {
+  TempDir dir;
+  const Tables t = make_tables(4, 4, 2);
+  const Model model = write_model(dir, t, 0, true);
+  std::vector<float> out(2);
+  const Status s = reference_embed(model, std::vector<std::int64_t>{1}, 1, 0, out, std::vector<std::int64_t>{0});
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message() == "segment ids given, but the model has no segment table");
+}

@@ -14,11 +14,14 @@ namespace embedrt {
 // The caller guarantees row < table.rows and out.size() >= table.dim.
 void decode_row(const TableView& table, std::uint64_t row, std::span<float> out) noexcept;
 
-// out[b, t, :] = token[ids[b, t]] + position[start + t + position_offset]
-// `ids` holds `batch` sequences of equal length, row-major; `out` holds ids.size() * dim floats.
-// Every id and position is validated before anything is written; the error names the batch row,
-// the position, the value and the limit.
+// The computation of docs/FORMAT.md section 7, for `batch` sequences of equal length:
+//   x = token[ids[b, t]] (+ segment[segment_ids[b, t]]) (+ position[start + t + position_offset])
+//   x *= output_scale; x = LayerNorm(x) * norm_weight + norm_bias (when the model has them)
+// `ids` is row-major [batch, length]; `segment_ids` is empty (all segment 0) or shaped like
+// `ids`; `out` holds ids.size() * dim floats. Everything is validated before anything is
+// written; the error names the batch row, the position, the value and the limit.
 Status reference_embed(const Model& model, std::span<const std::int64_t> ids, std::uint64_t batch,
-                       std::uint64_t start, std::span<float> out);
+                       std::uint64_t start, std::span<float> out,
+                       std::span<const std::int64_t> segment_ids = {});
 
 }  // namespace embedrt

@@ -15,13 +15,14 @@ namespace {
 struct EmbedArgs {
   std::string model;
   std::string ids;
+  std::string segments;
   std::uint64_t batch = 1;
   std::uint64_t start = 0;
   bool json = false;
 };
 
 // "3,1,4,1" -> {3, 1, 4, 1}. Negative values parse, so the embed call can name them.
-Result<std::vector<std::int64_t>> parse_ids(const std::string& text) {
+Result<std::vector<std::int64_t>> parse_ids(const std::string& text, const char* option) {
   std::vector<std::int64_t> ids;
   if (text.empty()) return ids;
   std::size_t begin = 0;
@@ -33,7 +34,7 @@ Result<std::vector<std::int64_t>> parse_ids(const std::string& text) {
     const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (item.empty() || ec != std::errc() || ptr != item.data() + item.size()) {
       return Error(ErrorCode::kInvalidArgument,
-                   "--ids: item " + std::to_string(ids.size()) + " ('" + item +
+                   std::string(option) + ": item " + std::to_string(ids.size()) + " ('" + item +
                        "') is not a 64-bit integer");
     }
     ids.push_back(value);
@@ -67,8 +68,10 @@ void write_text(const std::vector<float>& out, std::uint64_t batch, std::uint64_
 }
 
 int run(const EmbedArgs& args) {
-  auto ids = parse_ids(args.ids);
+  auto ids = parse_ids(args.ids, "--ids");
   if (!ids) return report(ids.error());
+  auto segments = parse_ids(args.segments, "--segments");
+  if (!segments) return report(segments.error());
   if (args.batch == 0) return report(Error(ErrorCode::kInvalidArgument, "--batch must be at least 1"));
   if (ids->size() % args.batch != 0) {
     return report(Error(ErrorCode::kInvalidArgument,
@@ -81,7 +84,7 @@ int run(const EmbedArgs& args) {
   const std::uint64_t dim = model->dim();
   const std::uint64_t length = ids->size() / args.batch;
   std::vector<float> out(ids->size() * dim);
-  if (Status s = reference_embed(*model, *ids, args.batch, args.start, out); !s) {
+  if (Status s = reference_embed(*model, *ids, args.batch, args.start, out, *segments); !s) {
     return report(s.error());
   }
   if (args.json) {
@@ -101,6 +104,7 @@ Runner add_embed_command(CLI::App& app) {
   cmd->add_option("--ids", args->ids, "comma-separated token ids, e.g. 3,1,4,1")->required();
   cmd->add_option("--batch", args->batch, "number of sequences the ids split into (equal lengths)");
   cmd->add_option("--start", args->start, "position of the first token of each sequence");
+  cmd->add_option("--segments", args->segments, "comma-separated token type ids, one per id (default all 0)");
   cmd->add_flag("--json", args->json, R"(print {"shape": [B, L, D], "data": [...]})");
   return [args]() { return run(*args); };
 }
