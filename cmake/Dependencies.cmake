@@ -3,7 +3,7 @@
 # xxHash is used header-only (XXH_INLINE_ALL), so the library has nothing to link for it.
 find_path(EMBEDRT_XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
 
-if(EMBEDRT_BUILD_TOOLS)
+if(EMBEDRT_BUILD_TOOLS OR EMBEDRT_BUILD_FUZZERS)
   find_package(CLI11 REQUIRED)
   find_package(nlohmann_json 3.10 REQUIRED)
 endif()

@@ -5,6 +5,7 @@
 #   ./tools/test.sh                      # everything (what CI runs)
 #   EMBEDRT_SANITIZE=0 ./tools/test.sh   # Release build only, for a quick local loop
 #   EMBEDRT_SANITIZE=thread ./tools/test.sh   # Release, then ThreadSanitizer instead of ASan+UBSan
+#   EMBEDRT_FUZZ=0 ./tools/test.sh       # skip the bounded libFuzzer run (FUZZ_SECONDS per target, default 15)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
@@ -28,5 +29,9 @@ if [ "$sanitizers" != 0 ]; then
   # Benchmarks are not tests; they are skipped under sanitizers to save build time.
   run_suite "build/sanitize-${sanitizers//,/-}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DEMBEDRT_SANITIZE="$sanitizers" -DEMBEDRT_BUILD_BENCHMARKS=OFF
+fi
+if [ "${EMBEDRT_FUZZ:-1}" != 0 ]; then
+  echo "==> fuzz (tools/fuzz.sh, ${FUZZ_SECONDS:-15}s per target)"
+  FUZZ_SECONDS=${FUZZ_SECONDS:-15} ./tools/fuzz.sh
 fi
 echo "==> all tests passed"

@@ -62,7 +62,7 @@ void print_text(const TableFile& file) {
               "offset");
   for (const TableView& t : file.tables()) {
     const std::string shape = "[" + std::to_string(t.rows) + ", " + std::to_string(t.dim) + "]";
-    std::printf("%-32s %-12s %-6s %-18s %10llu %12llu\n", t.name.c_str(),
+    std::printf("%-32s %-12s %-6s %-18s %10llu %12llu\n", printable(t.name).c_str(),
                 std::string(role_name(t.role)).c_str(), std::string(dtype_name(t.dtype)).c_str(),
                 shape.c_str(), static_cast<unsigned long long>(t.row_stride),
                 static_cast<unsigned long long>(t.offset));
@@ -104,7 +104,7 @@ int inspect_checkpoint(const std::string& path, bool json) {
   }
   std::printf("\n%-48s %-9s %-18s %-16s %s\n", "tensor", "dtype", "shape", "strides", "storage offset");
   for (const import::SourceTensor& t : checkpoint->tensors) {
-    std::printf("%-48s %-9s %-18s %-16s %lld\n", t.name.c_str(), std::string(import::source_dtype_name(t.dtype)).c_str(),
+    std::printf("%-48s %-9s %-18s %-16s %lld\n", printable(t.name).c_str(), std::string(import::source_dtype_name(t.dtype)).c_str(),
                 import::shape_string(t.shape).c_str(), import::shape_string(t.strides).c_str(),
                 static_cast<long long>(t.storage_offset));
   }

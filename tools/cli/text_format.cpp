@@ -15,8 +15,51 @@ std::string format_float(float value) {
   return std::string(buffer, result.ptr);
 }
 
+namespace {
+
+// Length of the valid UTF-8 sequence starting at text[i], or 0.
+std::size_t utf8_length(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char c = byte(i);
+  std::size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+  if (n == 0 || i + n > text.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if (c == '\n') {  // multi-line messages (candidate lists) keep their lines
+      out += '\n';
+      ++i;
+      continue;
+    }
+    if (const std::size_t n = c >= 0x80 ? utf8_length(text, i) : 0; n > 0) {
+      out.append(text.substr(i, n));
+      i += n;
+      continue;
+    }
+    char escaped[5];
+    std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+    out += escaped;
+    ++i;
+  }
+  return out;
+}
+
 int report(const Error& error) {
-  std::fprintf(stderr, "embedrt: error: %s\n", error.message().c_str());
+  std::fprintf(stderr, "embedrt: error: %s\n", printable(error.message()).c_str());
   return error.code() == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
 }
 

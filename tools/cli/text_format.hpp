@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "embedrt/error.hpp"
 
@@ -11,6 +12,10 @@ namespace embedrt::cli {
 // Shortest decimal that reads back as the same float32; NaN and infinities as Python's json
 // module writes them (NaN, Infinity, -Infinity).
 std::string format_float(float value);
+
+// `text` with control characters and invalid UTF-8 escaped as \xNN: names and messages can come
+// from hostile files, and must not reach a terminal as escape sequences.
+std::string printable(std::string_view text);
 
 // "embedrt: error: <message>" on stderr; returns kExitFailure (or kExitUsage for bad arguments).
 int report(const Error& error);

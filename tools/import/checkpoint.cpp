@@ -79,7 +79,8 @@ class Loader {
     } else if (looks_like_torch_legacy(bytes)) {
       format = "torch legacy";
       tensors = load_torch_legacy(bytes, path);
-    } else if (looks_like_safetensors(bytes)) {
+    } else if (looks_like_safetensors(bytes) || ends_with(path, ".safetensors")) {
+      // By content, or by name so a damaged header gets the safetensors-specific refusal.
       format = "safetensors";
       tensors = load_safetensors(bytes, path);
     } else {

@@ -281,24 +281,32 @@ Result<std::vector<SourceTensor>> load_torch_zip(std::span<const std::byte> file
     }
   }
 
+  const std::string record_prefix = top + "data/";
+  return load_state_dict_pickle(pickle->data, "'" + label + "': " + pickle->name,
+                                [&](const std::string& key) -> std::optional<std::span<const std::byte>> {
+                                  const ZipEntry* entry = archive->find(record_prefix + key);
+                                  if (entry == nullptr) return std::nullopt;
+                                  return entry->data;
+                                });
+}
+
+Result<std::vector<SourceTensor>> load_state_dict_pickle(std::span<const std::byte> pickle, const std::string& label,
+                                                         const StorageLookup& record) {
   TorchHooks hooks(/*legacy=*/false);
   PickleArena arena;
   std::size_t position = 0;
-  const std::string pickle_label = "'" + label + "': " + pickle->name;
-  auto root = unpickle(pickle->data, position, arena, hooks, pickle_label);
+  auto root = unpickle(pickle, position, arena, hooks, label);
   if (!root) return std::move(root).error();
-  if (position != pickle->data.size()) {
-    return Error(ErrorCode::kMalformed, pickle_label + ": " + std::to_string(pickle->data.size() - position) +
-                                            " trailing bytes after STOP");
+  if (position != pickle.size()) {
+    return Error(ErrorCode::kMalformed, label + ": " + std::to_string(pickle.size() - position) + " trailing bytes after STOP");
   }
   for (StorageRef& s : hooks.storages) {
-    const std::string record = top + "data/" + s.key;
-    const ZipEntry* entry = archive->find(record);
-    if (entry == nullptr) return Error(ErrorCode::kMalformed, "'" + label + "': missing record '" + record + "'");
-    if (Status st = check_record_size(s, entry->data.size(), "'" + label + "'"); !st) return std::move(st).error();
-    s.bytes = entry->data;
+    const auto bytes = record(s.key);
+    if (!bytes) return Error(ErrorCode::kMalformed, label + ": missing record 'data/" + s.key + "'");
+    if (Status st = check_record_size(s, bytes->size(), label); !st) return std::move(st).error();
+    s.bytes = *bytes;
   }
-  Flattener flattener(hooks, "'" + label + "'");
+  Flattener flattener(hooks, label);
   if (Status s = flattener.walk(*root, "", 0); !s) return std::move(s).error();
   return std::move(flattener.tensors);
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang + ASan + UBSan, seeds each from the project's fixtures
+# and malformed corpus, and runs each for a bounded time (default 20 s; FUZZ_SECONDS=N to change).
+# A crash leaves its input in build/fuzz/findings/ and fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./tools/install-deps.sh
+seconds=${FUZZ_SECONDS:-20}
+build=build/fuzz
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DEMBEDRT_BUILD_FUZZERS=ON -DEMBEDRT_SANITIZE=address,undefined \
+  -DEMBEDRT_BUILD_TOOLS=OFF -DEMBEDRT_BUILD_TESTS=OFF -DEMBEDRT_BUILD_BENCHMARKS=OFF -DEMBEDRT_INSTALL=OFF >/dev/null
+cmake --build "$build" --parallel "$(nproc)"
+
+# Seeds: the external fixtures, the malformed corpus, and fresh files from the project's writers.
+seeds=$build/seeds
+rm -rf "$seeds" && mkdir -p "$seeds"/{zip,pickle,safetensors,embt} "$build/findings"
+for f in ../shared/fixtures/external/*.pt* tests/corpus/files/*.pt; do
+  [ -f "$f" ] && cp "$f" "$seeds/zip/" || true
+done
+for f in ../shared/fixtures/external/*.safetensors tests/corpus/files/*.safetensors; do
+  [ -f "$f" ] && cp "$f" "$seeds/safetensors/" || true
+done
+/usr/bin/python3 - "$seeds" <<'PY'
+import sys, zipfile, glob, os
+seeds = sys.argv[1]
+for path in glob.glob(f"{seeds}/zip/*"):
+    try:
+        with zipfile.ZipFile(path) as z:
+            for name in z.namelist():
+                if name.endswith("data.pkl"):
+                    open(f"{seeds}/pickle/{os.path.basename(path)}.pkl", "wb").write(z.read(name))
+    except Exception:
+        pass
+sys.path.insert(0, "tools/python")
+import numpy as np
+from embt_writer import write_embt
+rng = np.random.default_rng(0)
+write_embt(f"{seeds}/embt/gpt2.embt", [("tok", "token", "f32", rng.standard_normal((16, 5), dtype=np.float32)),
+           ("pos", "position", "f16", rng.standard_normal((8, 5), dtype=np.float32))],
+           {"model.family": "gpt2", "position.kind": "learned", "context_length": 8})
+PY
+
+status=0
+for target in zip pickle safetensors embt; do
+  echo "==> fuzz_$target for ${seconds}s"
+  if ! "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+       -rss_limit_mb=4096 -artifact_prefix="$build/findings/${target}-" "$seeds/$target" 2>"$build/fuzz_$target.log"; then
+    echo "fuzz_$target FAILED: see $build/fuzz_$target.log and $build/findings/" >&2
+    tail -40 "$build/fuzz_$target.log" >&2
+    status=1
+  else
+    grep -E "^#[0-9]+.*DONE" "$build/fuzz_$target.log" | tail -1 || true
+  fi
+done
+exit $status
