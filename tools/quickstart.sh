@@ -14,22 +14,31 @@ embedrt="$build/tools/embedrt"
 
 work=${EMBEDRT_QUICKSTART_DIR:-build/quickstart}
 mkdir -p "$work"
+checkpoint="$work/gpt2_state_dict.pt"
 model="$work/gpt2.embt"
-echo "==> creating $model from torch.nn.Embedding tables"
-/usr/bin/python3 - "$model" <<'PY'
+if [ ! -f "$checkpoint" ]; then
+  echo "==> torch.save of a GPT-2-shaped state dict (vocab 50257, dim 768, context 1024) -> $checkpoint"
+  /usr/bin/python3 - "$checkpoint" <<'PY'
 import sys
 import torch
-sys.path.insert(0, "tools/python")
-from embt_writer import write_embt
 torch.manual_seed(0)
+# The layout of transformers' GPT2LMHeadModel.state_dict(): embeddings, one block, final norm,
+# and lm_head tied to the token table (saved once, as torch.save does for shared storage).
 wte, wpe = torch.nn.Embedding(50257, 768), torch.nn.Embedding(1024, 768)
-write_embt(sys.argv[1],
-           [("transformer.wte.weight", "token", "f32", wte.weight.detach().numpy()),
-            ("transformer.wpe.weight", "position", "f32", wpe.weight.detach().numpy())],
-           {"model.family": "gpt2", "source.dtype": "float32", "context_length": 1024,
-            "position.kind": "learned"})
+torch.nn.init.normal_(wte.weight, std=0.02)
+torch.nn.init.normal_(wpe.weight, std=0.01)
+state = {"transformer.wte.weight": wte.weight, "transformer.wpe.weight": wpe.weight,
+         "transformer.h.0.ln_1.weight": torch.ones(768), "transformer.h.0.ln_1.bias": torch.zeros(768),
+         "transformer.h.0.attn.c_attn.weight": torch.randn(768, 2304) * 0.02,
+         "transformer.h.0.attn.c_attn.bias": torch.zeros(2304),
+         "transformer.ln_f.weight": torch.ones(768), "transformer.ln_f.bias": torch.zeros(768),
+         "lm_head.weight": wte.weight}
+torch.save(state, sys.argv[1])
 PY
+fi
 
+echo "==> embedrt convert (no Python, no pickle code executed)"
+"$embedrt" convert "$checkpoint" -o "$model" --force
 echo "==> inspect"
 "$embedrt" inspect "$model"
 echo "==> verify"

@@ -331,6 +331,23 @@ def test_refusals_leave_nothing():
     check("no temporary files left behind", not leftovers, leftovers)
 
 
+def test_cli_options():
+    torch.manual_seed(10)
+    path = os.path.join(WORK, "gpt2_cli.pt")
+    torch.save(GPT2().state_dict(), path)
+    out = os.path.join(WORK, "cli.embt")
+    r = run("convert", path, "-o", out, "--force", "--progress")
+    check("--progress draws a bar on a non-terminal stderr", r.returncode == 0 and "converting [" in r.stderr, r.stderr)
+    r = run("convert", path, "-o", out, "--force")
+    check("no bar when stderr is not a terminal", r.returncode == 0 and "converting [" not in r.stderr, r.stderr)
+    r = run("convert", path, "-o", out, "--force", "-q")
+    check("-q prints nothing", r.returncode == 0 and r.stdout == "" and r.stderr == "", r.stdout + r.stderr)
+    r = run("convert", path, "-o", out, "--force", "-v")
+    check("-v names the files read", r.returncode == 0 and "(torch zip)" in r.stdout, r.stdout)
+    r = run("convert", path, "-o", out, "--force", "--dtype", "f8")
+    check("bad --dtype is a usage error", r.returncode == 2 and "--dtype 'f8'" in r.stderr, r.stderr)
+
+
 with tempfile.TemporaryDirectory() as WORK:
     for test in [v for k, v in dict(globals()).items() if k.startswith("test_")]:
         try:
