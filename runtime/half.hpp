@@ -1,6 +1,9 @@
 // Scalar conversions between float and the 16-bit types. Used by the reference path, the
 // converter and the tails of vector kernels, so they must be exact: round to nearest even,
 // NaN stays NaN (quiet), infinities and signed zeros are kept, subnormals are handled.
+// `static`: every translation unit, including the per-ISA kernel units built with wider
+// instruction sets, keeps a private copy, so the linker can never hand a baseline caller a copy
+// compiled for AVX-512.
 #pragma once
 
 #include <bit>
@@ -8,11 +11,11 @@
 
 namespace embedrt::detail {
 
-inline float bf16_to_f32(std::uint16_t h) noexcept {
+static inline float bf16_to_f32(std::uint16_t h) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
 }
 
-inline std::uint16_t f32_to_bf16(float f) noexcept {
+static inline std::uint16_t f32_to_bf16(float f) noexcept {
   std::uint32_t u = std::bit_cast<std::uint32_t>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep the sign, force a quiet payload bit
     return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
@@ -21,7 +24,7 @@ inline std::uint16_t f32_to_bf16(float f) noexcept {
   return static_cast<std::uint16_t>(u >> 16);
 }
 
-inline float f16_to_f32(std::uint16_t h) noexcept {
+static inline float f16_to_f32(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exponent = (h >> 10) & 0x1fu;
   std::uint32_t mantissa = h & 0x3ffu;
@@ -44,7 +47,7 @@ inline float f16_to_f32(std::uint16_t h) noexcept {
   return std::bit_cast<float>(bits);
 }
 
-inline std::uint16_t f32_to_f16(float f) noexcept {
+static inline std::uint16_t f32_to_f16(float f) noexcept {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
   const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   const std::uint32_t abs = u & 0x7fffffffu;

@@ -1,0 +1,124 @@
+// The fast embedding path: a vectorized, multithreaded gather-and-add over a Model's tables.
+//
+//   auto embedder = embedrt::Embedder::create(model);          // picks kernels once
+//   embedrt::EmbedRequest request;
+//   request.ids = ids;                                         // int32 or int64, [B, L] or ragged
+//   request.sequences = B;
+//   embedrt::Status s = embedder->embed(request, embedrt::OutputSpan(out));
+//
+// The token, position and segment tables must share one dtype (the converter always writes them
+// so); LayerNorm weights are f32.
+//
+// Thread safety: an Embedder is immutable. Any number of threads may call embed() on one
+// Embedder at once. embed() allocates nothing and takes no lock on its own behalf (oneTBB's
+// scheduler is used for large requests); every id, segment and position is validated before
+// anything is written.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include <oneapi/tbb/task_arena.h>
+
+#include "embedrt/error.hpp"
+#include "embedrt/isa.hpp"
+#include "embedrt/model.hpp"
+
+namespace embedrt {
+
+// A read-only view of token (or segment, or position) ids of either integer width.
+class IdSpan {
+ public:
+  IdSpan() = default;
+  IdSpan(std::span<const std::int64_t> ids) : data_(ids.data()), size_(ids.size()), wide_(true) {}  // NOLINT
+  IdSpan(std::span<const std::int32_t> ids) : data_(ids.data()), size_(ids.size()), wide_(false) {}  // NOLINT
+  template <typename Container>
+    requires requires(const Container& c) { std::span(c); }
+  IdSpan(const Container& c) : IdSpan(std::span(c)) {}  // NOLINT
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  bool is_int64() const noexcept { return wide_; }
+  const void* data() const noexcept { return data_; }
+  std::int64_t operator[](std::size_t i) const noexcept {
+    return wide_ ? static_cast<const std::int64_t*>(data_)[i] : static_cast<const std::int32_t*>(data_)[i];
+  }
+
+ private:
+  const void* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool wide_ = true;
+};
+
+enum class OutputDType { kF32, kBF16, kF16 };
+
+// The caller's output buffer: ids.size() * dim elements of the given type.
+class OutputSpan {
+ public:
+  OutputSpan(std::span<float> out) : data_(out.data()), size_(out.size()), dtype_(OutputDType::kF32) {}  // NOLINT
+  // bfloat16 or float16 bits.
+  OutputSpan(std::span<std::uint16_t> out, OutputDType dtype) : data_(out.data()), size_(out.size()), dtype_(dtype) {}
+
+  void* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }  // elements
+  OutputDType dtype() const noexcept { return dtype_; }
+
+ private:
+  void* data_;
+  std::size_t size_;
+  OutputDType dtype_;
+};
+
+struct EmbedRequest {
+  IdSpan ids;  // all sequences back to back
+
+  // Sequence layout: either `sequences` of equal length, or ragged boundaries
+  // (sequence_offsets.size() == sequences + 1, offsets[0] == 0, last == ids.size()).
+  std::uint64_t sequences = 1;
+  std::span<const std::uint64_t> sequence_offsets;
+
+  // Positions: explicit per-token position ids, else a start per sequence (decoding with a KV
+  // cache continues at the cached length), else `start` for every sequence. The model's
+  // position offset (OPT, RoBERTa) is added by the library.
+  IdSpan position_ids;
+  std::span<const std::uint64_t> start_positions;
+  std::uint64_t start = 0;
+
+  // Token types (BERT); empty means type 0 where the model has a segment table.
+  IdSpan segment_ids;
+};
+
+enum class NonTemporal {
+  kAuto,    // stream stores when the output is far larger than the last-level cache
+  kAlways,
+  kNever,
+};
+
+struct EmbedderOptions {
+  std::optional<Isa> isa;                     // force an ISA (must be supported); default_isa() otherwise
+  tbb::task_arena* arena = nullptr;           // run inside this arena; the default arena otherwise
+  NonTemporal nontemporal = NonTemporal::kAuto;
+  std::size_t inline_bytes = 256 * 1024;      // requests writing less run on the calling thread
+};
+
+class Embedder {
+ public:
+  static Result<Embedder> create(Model model, const EmbedderOptions& options = {});
+
+  Status embed(const EmbedRequest& request, OutputSpan out) const;
+
+  const Model& model() const noexcept { return model_; }
+  Isa isa() const noexcept { return isa_; }
+
+ private:
+  Embedder(Model model, const EmbedderOptions& options, Isa isa, std::uint64_t llc_bytes)
+      : model_(std::move(model)), options_(options), isa_(isa), llc_bytes_(llc_bytes) {}
+  Model model_;
+  EmbedderOptions options_;
+  Isa isa_;
+  std::uint64_t llc_bytes_;
+};
+
+}  // namespace embedrt

@@ -1,0 +1,29 @@
+// Instruction sets the kernels are built for, and which of them this CPU and OS can run.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace embedrt {
+
+enum class Isa {
+  kScalar,  // portable C++
+  kSse42,   // SSE4.2 (x86-64-v2)
+  kAvx2,    // AVX2 + FMA + F16C (x86-64-v3)
+  kAvx512,  // AVX-512 F/BW/VL (x86-64-v4)
+};
+
+std::string_view isa_name(Isa isa) noexcept;  // "scalar", "sse4.2", "avx2", "avx512"
+std::optional<Isa> parse_isa(std::string_view name) noexcept;
+
+// Every ISA this machine can run, best last. Detection checks CPUID and that the OS saves the
+// vector state (XGETBV), so AVX paths are never picked under an OS that would fault on them.
+std::vector<Isa> supported_isas();
+bool isa_supported(Isa isa);
+
+// The ISA an Embedder uses when none is asked for: EMBEDRT_ISA from the environment when set
+// (and supported), else the best supported. Decided once per process.
+Isa default_isa();
+
+}  // namespace embedrt

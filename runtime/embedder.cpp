@@ -1,0 +1,230 @@
+// The Embedder: validates a request completely, then runs the kernel of the chosen ISA on the
+// calling thread (small requests) or across a oneTBB arena in contiguous chunks (large ones).
+#include "embedrt/embedder.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <string>
+
+#include "kernels/kernel_args.hpp"
+
+namespace embedrt {
+namespace {
+
+const kernels::KernelTable& kernels_for(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return kernels::scalar_kernels();
+    case Isa::kSse42: return kernels::sse42_kernels();
+    case Isa::kAvx2: return kernels::avx2_kernels();
+    case Isa::kAvx512: return kernels::avx512_kernels();
+  }
+  return kernels::scalar_kernels();
+}
+
+std::uint64_t last_level_cache_bytes() {
+  const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0) return static_cast<std::uint64_t>(l3);
+  const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 ? static_cast<std::uint64_t>(l2) : (32u << 20);
+}
+
+kernels::RawIds raw(const IdSpan& ids) { return {ids.empty() ? nullptr : ids.data(), ids.is_int64()}; }
+
+Error out_of_range(std::uint64_t sequence, std::uint64_t position, const char* what, std::int64_t value,
+                   std::uint64_t limit) {
+  return Error(ErrorCode::kOutOfRange, "sequence " + std::to_string(sequence) + ", position " +
+                                           std::to_string(position) + ": " + what + " " + std::to_string(value) +
+                                           " is out of range [0, " + std::to_string(limit) + ")");
+}
+
+// Calls visit(i, sequence, position_in_sequence) for every token, in order.
+template <typename Visit>
+Status for_each_token(const EmbedRequest& r, std::uint64_t n, std::uint64_t length, Visit&& visit) {
+  if (!r.sequence_offsets.empty()) {
+    for (std::uint64_t s = 0; s < r.sequences; ++s) {
+      for (std::uint64_t i = r.sequence_offsets[s]; i < r.sequence_offsets[s + 1]; ++i) {
+        if (Status st = visit(i, s, i - r.sequence_offsets[s]); !st) return st;
+      }
+    }
+    return {};
+  }
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (Status st = visit(i, i / length, i % length); !st) return st;
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
+  Isa isa = default_isa();
+  if (options.isa) {
+    isa = *options.isa;
+  } else if (const char* forced = std::getenv("EMBEDRT_ISA")) {
+    const auto parsed = parse_isa(forced);
+    if (!parsed) {
+      return Error(ErrorCode::kInvalidArgument, std::string("EMBEDRT_ISA='") + forced +
+                                                    "' is not one of scalar, sse4.2, avx2, avx512");
+    }
+    isa = *parsed;
+  }
+  if (!isa_supported(isa)) {
+    return Error(ErrorCode::kUnsupported, "ISA " + std::string(isa_name(isa)) + " is not supported by this CPU/OS");
+  }
+  const TableView& token = model.token();
+  for (const TableView* t : {model.position(), model.segment()}) {
+    if (t != nullptr && t->dtype != token.dtype) {
+      return Error(ErrorCode::kUnsupported,
+                   "'" + model.file().path() + "': the " + std::string(role_name(t->role)) + " table is " +
+                       std::string(dtype_name(t->dtype)) + " but the token table is " +
+                       std::string(dtype_name(token.dtype)) + "; convert with a single --dtype");
+    }
+  }
+  if (model.norm_weight() != nullptr && model.dim() > kernels::kMaxNormDim) {
+    return Error(ErrorCode::kUnsupported, "fused LayerNorm supports dim up to " + std::to_string(kernels::kMaxNormDim) +
+                                              ", the model has " + std::to_string(model.dim()));
+  }
+  return Embedder(std::move(model), options, isa, last_level_cache_bytes());
+}
+
+Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
+  const std::uint64_t n = r.ids.size();
+  const std::uint64_t dim = model_.dim();
+
+  // Shape of the request.
+  if (out.size() / dim != n || out.size() % dim != 0) {
+    return Error(ErrorCode::kInvalidArgument, "output has " + std::to_string(out.size()) + " elements, expected " +
+                                                  std::to_string(n) + " ids x dim " + std::to_string(dim));
+  }
+  std::uint64_t length = 0;
+  if (!r.sequence_offsets.empty()) {
+    if (r.sequence_offsets.size() != r.sequences + 1 || r.sequence_offsets[0] != 0 ||
+        r.sequence_offsets[r.sequences] != n) {
+      return Error(ErrorCode::kInvalidArgument,
+                   "sequence_offsets must hold sequences + 1 = " + std::to_string(r.sequences + 1) +
+                       " values from 0 to " + std::to_string(n) + " ids");
+    }
+    for (std::uint64_t s = 0; s < r.sequences; ++s) {
+      if (r.sequence_offsets[s + 1] < r.sequence_offsets[s]) {
+        return Error(ErrorCode::kInvalidArgument, "sequence_offsets decrease at sequence " + std::to_string(s));
+      }
+    }
+  } else if (n > 0) {
+    if (r.sequences == 0 || n % r.sequences != 0) {
+      return Error(ErrorCode::kInvalidArgument, std::to_string(n) + " ids cannot be split into " +
+                                                    std::to_string(r.sequences) + " sequences of equal length");
+    }
+    length = n / r.sequences;
+  }
+  if (n == 0) return {};
+  if (!r.start_positions.empty() && r.start_positions.size() != r.sequences) {
+    return Error(ErrorCode::kInvalidArgument, std::to_string(r.start_positions.size()) + " start positions for " +
+                                                  std::to_string(r.sequences) + " sequences");
+  }
+  if (!r.position_ids.empty() && r.position_ids.size() != n) {
+    return Error(ErrorCode::kInvalidArgument,
+                 std::to_string(r.position_ids.size()) + " position ids for " + std::to_string(n) + " ids");
+  }
+  if (!r.segment_ids.empty()) {
+    if (model_.segment() == nullptr) {
+      return Error(ErrorCode::kInvalidArgument, "segment ids given, but the model has no segment table");
+    }
+    if (r.segment_ids.size() != n) {
+      return Error(ErrorCode::kInvalidArgument,
+                   std::to_string(r.segment_ids.size()) + " segment ids for " + std::to_string(n) + " ids");
+    }
+  }
+
+  // Every id, segment and position, before anything is written.
+  const std::uint64_t vocab = model_.vocab_size();
+  const std::uint64_t segments = model_.segment() ? model_.segment()->rows : 0;
+  const bool has_position = model_.position() != nullptr;
+  const std::uint64_t limit = model_.max_positions();
+  Status valid = for_each_token(r, n, length, [&](std::uint64_t i, std::uint64_t s, std::uint64_t t) -> Status {
+    const std::int64_t id = r.ids[i];
+    if (id < 0 || static_cast<std::uint64_t>(id) >= vocab) return out_of_range(s, t, "id", id, vocab);
+    if (!r.segment_ids.empty()) {
+      const std::int64_t segment = r.segment_ids[i];
+      if (segment < 0 || static_cast<std::uint64_t>(segment) >= segments) {
+        return out_of_range(s, t, "segment", segment, segments);
+      }
+    }
+    if (has_position) {
+      if (!r.position_ids.empty()) {
+        const std::int64_t p = r.position_ids[i];
+        if (p < 0 || static_cast<std::uint64_t>(p) >= limit) return out_of_range(s, t, "position", p, limit);
+      } else {
+        const std::uint64_t start = r.start_positions.empty() ? r.start : r.start_positions[s];
+        if (start >= limit || t >= limit - start) {
+          return Error(ErrorCode::kOutOfRange, "sequence " + std::to_string(s) + ", position " + std::to_string(t) +
+                                                   ": position " + (start > UINT64_MAX - t ? std::string("(overflow)") : std::to_string(start + t)) +
+                                                   " is past the limit of " + std::to_string(limit) + " positions");
+        }
+      }
+    }
+    return {};
+  });
+  if (!valid) return valid;
+
+  // The kernel's view of the request.
+  kernels::KernelArgs a;
+  const TableView& token = model_.token();
+  a.token = token.bytes.data();
+  a.token_stride = token.row_stride;
+  if (const TableView* s = model_.segment()) {
+    a.segment = s->bytes.data();
+    a.segment_stride = s->row_stride;
+  }
+  if (const TableView* p = model_.position()) {
+    a.position = p->bytes.data();
+    a.position_stride = p->row_stride;
+  }
+  if (const TableView* w = model_.norm_weight()) a.norm_weight = reinterpret_cast<const float*>(w->bytes.data());
+  if (const TableView* b = model_.norm_bias()) a.norm_bias = reinterpret_cast<const float*>(b->bytes.data());
+  a.dim = dim;
+  a.scale = static_cast<float>(model_.metadata().output_scale);
+  a.epsilon = static_cast<float>(model_.metadata().norm_epsilon);
+  a.ids = raw(r.ids);
+  a.segment_ids = raw(r.segment_ids);
+  a.position_ids = raw(r.position_ids);
+  a.offsets = r.sequence_offsets.empty() ? nullptr : r.sequence_offsets.data();
+  a.sequences = r.sequences;
+  a.length = length;
+  a.starts = r.start_positions.empty() ? nullptr : r.start_positions.data();
+  a.start = r.start;
+  a.position_offset = model_.metadata().position_offset;
+  a.out = out.data();
+  const std::uint64_t out_bytes = n * dim * (out.dtype() == OutputDType::kF32 ? 4 : 2);
+  switch (options_.nontemporal) {
+    case NonTemporal::kAlways: a.nontemporal = true; break;
+    case NonTemporal::kNever: a.nontemporal = false; break;
+    case NonTemporal::kAuto: a.nontemporal = out_bytes > 2 * llc_bytes_; break;
+  }
+  const kernels::RangeKernel kernel = kernels_for(isa_).get(token.dtype, out.dtype());
+
+  if (out_bytes <= options_.inline_bytes) {
+    kernel(a, 0, n);  // small requests: no task overhead
+    return {};
+  }
+  // Contiguous chunks of about 128 KiB of output: large enough to amortize a task, small enough
+  // to balance the load and to keep a chunk's rows within L2 while they are written.
+  const std::uint64_t row_out = out_bytes / n;
+  const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / row_out);
+  const auto run = [&] {
+    tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, n, grain),
+                      [&](const tbb::blocked_range<std::uint64_t>& range) { kernel(a, range.begin(), range.end()); },
+                      tbb::simple_partitioner());
+  };
+  if (options_.arena != nullptr) {
+    options_.arena->execute(run);
+  } else {
+    run();
+  }
+  return {};
+}
+
+}  // namespace embedrt

@@ -1,0 +1,67 @@
+// What a kernel needs for one request (plain data only; see RawIds), fully validated by the Embedder before any kernel runs:
+// every id, segment and position read through these pointers is in range.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "embedrt/embedder.hpp"
+#include "embedrt/format.hpp"
+
+namespace embedrt::kernels {
+
+// Largest dim the fused LayerNorm handles (the row is staged in a stack buffer).
+inline constexpr std::uint64_t kMaxNormDim = 16384;
+
+// Ids as raw memory: per-ISA code must not call inline functions shared with other units (the
+// linker keeps one copy, which may be the AVX-512 one), so it reads ids through its own helper.
+struct RawIds {
+  const void* data = nullptr;
+  bool wide = true;  // int64 (else int32)
+  bool empty() const noexcept { return data == nullptr; }
+};
+
+struct KernelArgs {
+  const std::byte* token = nullptr;
+  std::uint64_t token_stride = 0;
+  const std::byte* segment = nullptr;  // nullptr: the model has no segment table
+  std::uint64_t segment_stride = 0;
+  const std::byte* position = nullptr;  // nullptr: the model has no position table
+  std::uint64_t position_stride = 0;
+  const float* norm_weight = nullptr;  // nullptr: no LayerNorm
+  const float* norm_bias = nullptr;    // nullptr: zero bias
+  std::uint64_t dim = 0;
+  float scale = 1.0f;
+  float epsilon = 1e-5f;
+
+  RawIds ids;
+  RawIds segment_ids;   // empty: type 0
+  RawIds position_ids;  // empty: from the sequence layout below
+  const std::uint64_t* offsets = nullptr;  // ragged boundaries (sequences + 1), or nullptr: uniform
+  std::uint64_t sequences = 1;
+  std::uint64_t length = 0;                // uniform sequence length
+  const std::uint64_t* starts = nullptr;   // per sequence, or nullptr: `start` for all
+  std::uint64_t start = 0;
+  std::uint64_t position_offset = 0;
+
+  void* out = nullptr;
+  bool nontemporal = false;
+};
+
+// Embeds tokens [begin, end) of a request.
+using RangeKernel = void (*)(const KernelArgs& args, std::uint64_t begin, std::uint64_t end);
+
+// One kernel per (table dtype, output dtype), for one ISA.
+struct KernelTable {
+  RangeKernel kernels[4][3];  // [DType - 1][OutputDType]
+  RangeKernel get(DType table, OutputDType out) const noexcept {
+    return kernels[static_cast<int>(table) - 1][static_cast<int>(out)];
+  }
+};
+
+const KernelTable& scalar_kernels();
+const KernelTable& sse42_kernels();
+const KernelTable& avx2_kernels();
+const KernelTable& avx512_kernels();
+
+}  // namespace embedrt::kernels

@@ -1,0 +1,53 @@
+// AVX2 + FMA + F16C build of the kernel (compiled with -mavx2 -mfma -mf16c): 8 floats per vector.
+#include "kernels/kernel_prelude.hpp"
+
+#include <immintrin.h>
+
+#include <xsimd/xsimd.hpp>
+
+namespace embedrt::kernels::avx2 {
+
+struct Traits {
+  using V = xsimd::batch<float, xsimd::avx2>;
+  static constexpr std::uint64_t kWidth = 8;
+  static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
+  static __m128i load8_u16(const std::byte* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+  static V load_f16(const std::byte* p) { return V(_mm256_cvtph_ps(load8_u16(p))); }
+  static V load_bf16(const std::byte* p) {
+    return V(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load8_u16(p)), 16)));
+  }
+  static V load_i8(const std::byte* p) {
+    return V(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
+  }
+  static void store_f32(std::byte* p, V v, bool stream) {
+    if (stream) {
+      _mm256_stream_ps(reinterpret_cast<float*>(p), v);
+    } else {
+      v.store_unaligned(reinterpret_cast<float*>(p));
+    }
+  }
+  static void store_f16(std::byte* p, V v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static void store_bf16(std::byte* p, V v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    const __m256i bits = _mm256_blendv_epi8(rounded, quiet, nan);
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+  }
+  static float hsum(V v) { return xsimd::hadd(v); }
+  static void fence() { _mm_sfence(); }
+  static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+};
+
+#include "kernels/kernel_body.inl"
+
+}  // namespace embedrt::kernels::avx2
+
+namespace embedrt::kernels {
+const KernelTable& avx2_kernels() { return avx2::kTable; }
+}  // namespace embedrt::kernels

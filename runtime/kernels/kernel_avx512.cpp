@@ -1,0 +1,53 @@
+// AVX-512 build of the kernel (compiled with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c):
+// 16 floats per vector.
+#include "kernels/kernel_prelude.hpp"
+
+#include <immintrin.h>
+
+#include <xsimd/xsimd.hpp>
+
+namespace embedrt::kernels::avx512 {
+
+struct Traits {
+  using V = xsimd::batch<float, xsimd::avx512bw>;
+  static constexpr std::uint64_t kWidth = 16;
+  static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
+  static __m256i load16_u16(const std::byte* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static V load_f16(const std::byte* p) { return V(_mm512_cvtph_ps(load16_u16(p))); }
+  static V load_bf16(const std::byte* p) {
+    return V(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load16_u16(p)), 16)));
+  }
+  static V load_i8(const std::byte* p) {
+    return V(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
+  }
+  static void store_f32(std::byte* p, V v, bool stream) {
+    if (stream) {
+      _mm512_stream_ps(reinterpret_cast<float*>(p), v);
+    } else {
+      v.store_unaligned(reinterpret_cast<float*>(p));
+    }
+  }
+  static void store_f16(std::byte* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static void store_bf16(std::byte* p, V v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    const __m512i bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bits));
+  }
+  static float hsum(V v) { return _mm512_reduce_add_ps(v); }
+  static void fence() { _mm_sfence(); }
+  static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+};
+
+#include "kernels/kernel_body.inl"
+
+}  // namespace embedrt::kernels::avx512
+
+namespace embedrt::kernels {
+const KernelTable& avx512_kernels() { return avx512::kTable; }
+}  // namespace embedrt::kernels

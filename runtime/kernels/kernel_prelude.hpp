@@ -1,0 +1,10 @@
+// Headers every per-ISA kernel unit includes before opening its namespace.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "half.hpp"
+#include "kernels/kernel_args.hpp"

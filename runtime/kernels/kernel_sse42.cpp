@@ -1,0 +1,70 @@
+// SSE4.2 build of the kernel (compiled with -msse4.2): 4 floats per vector. There is no F16C at
+// this level, so f16 tables decode with integer arithmetic and f16 output converts per element.
+#include "kernels/kernel_prelude.hpp"
+
+#include <immintrin.h>
+
+#include <xsimd/xsimd.hpp>
+
+namespace embedrt::kernels::sse42 {
+
+struct Traits {
+  using V = xsimd::batch<float, xsimd::sse4_2>;
+  static constexpr std::uint64_t kWidth = 4;
+  static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
+  static __m128i load4_u16(const std::byte* p) {
+    return _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static V load_f16(const std::byte* p) {
+    // Exact half -> float: place the exponent and mantissa, rescale by 2^112 (which also turns
+    // subnormal halves into normal floats), patch Inf/NaN exponents, restore the sign.
+    const __m128i h = load4_u16(p);
+    const __m128i shifted = _mm_slli_epi32(_mm_and_si128(h, _mm_set1_epi32(0x7fff)), 13);
+    __m128 magnitude = _mm_mul_ps(_mm_castsi128_ps(shifted), _mm_castsi128_ps(_mm_set1_epi32(0x77800000)));
+    const __m128i inf_or_nan = _mm_cmpgt_epi32(shifted, _mm_set1_epi32(0x0f7fffff));
+    magnitude = _mm_or_ps(magnitude, _mm_castsi128_ps(_mm_and_si128(inf_or_nan, _mm_set1_epi32(0x7f800000))));
+    const __m128i sign = _mm_slli_epi32(_mm_and_si128(h, _mm_set1_epi32(0x8000)), 16);
+    return V(_mm_or_ps(magnitude, _mm_castsi128_ps(sign)));
+  }
+  static V load_bf16(const std::byte* p) { return V(_mm_castsi128_ps(_mm_slli_epi32(load4_u16(p), 16))); }
+  static V load_i8(const std::byte* p) {
+    std::int32_t four;
+    std::memcpy(&four, p, 4);
+    return V(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(four))));
+  }
+  static void store_f32(std::byte* p, V v, bool stream) {
+    if (stream) {
+      _mm_stream_ps(reinterpret_cast<float*>(p), v);
+    } else {
+      v.store_unaligned(reinterpret_cast<float*>(p));
+    }
+  }
+  static void store_f16(std::byte* p, V v) {
+    alignas(16) float f[4];
+    v.store_aligned(f);
+    for (int k = 0; k < 4; ++k) {
+      const std::uint16_t h = detail::f32_to_f16(f[k]);
+      std::memcpy(p + 2 * k, &h, 2);
+    }
+  }
+  static void store_bf16(std::byte* p, V v) {
+    const __m128i u = _mm_castps_si128(v);
+    const __m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
+    const __m128i rounded = _mm_srli_epi32(_mm_add_epi32(u, _mm_add_epi32(_mm_set1_epi32(0x7fff), lsb)), 16);
+    const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7fffffff)), _mm_set1_epi32(0x7f800000));
+    const __m128i quiet = _mm_or_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(0x40));
+    const __m128i bits = _mm_blendv_epi8(rounded, quiet, nan);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(bits, bits));
+  }
+  static float hsum(V v) { return xsimd::hadd(v); }
+  static void fence() { _mm_sfence(); }
+  static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+};
+
+#include "kernels/kernel_body.inl"
+
+}  // namespace embedrt::kernels::sse42
+
+namespace embedrt::kernels {
+const KernelTable& sse42_kernels() { return sse42::kTable; }
+}  // namespace embedrt::kernels

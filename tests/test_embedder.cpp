@@ -1,0 +1,365 @@
+// The fast kernels against the reference path: every ISA this machine runs x every table dtype x
+// every output dtype x odd and even dims x batch shapes. f32 output must be bit-identical (the
+// arithmetic is the same); 16-bit outputs must equal the reference rounded by the library's own
+// tested scalar conversion; LayerNorm within 1e-5.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <oneapi/tbb/task_arena.h>
+#include <random>
+
+#include "embedrt/embedder.hpp"
+#include "embedrt/embedrt.hpp"
+#include "half.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace embedrt;
+using embedrt::test::TempDir;
+
+namespace {
+
+struct Spec {
+  DType dtype = DType::kF32;
+  std::uint64_t vocab = 37, context = 40, segments = 0, dim = 17;
+  std::uint64_t position_offset = 0;
+  bool position = true, norm = false;
+  double scale = 1.0;
+};
+
+// Random tables (N(0, 1) as f32, then encoded in the table dtype by the writer's own rules).
+Model make_model(TempDir& dir, const Spec& s, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<TableSpec> specs = {{"tok", Role::kToken, s.dtype, s.vocab, s.dim}};
+  if (s.segments) specs.push_back({"seg", Role::kSegment, s.dtype, s.segments, s.dim});
+  if (s.position) specs.push_back({"pos", Role::kPosition, s.dtype, s.context + s.position_offset, s.dim});
+  if (s.norm) {
+    specs.push_back({"w", Role::kNormWeight, DType::kF32, 1, s.dim});
+    specs.push_back({"b", Role::kNormBias, DType::kF32, 1, s.dim});
+  }
+  Metadata meta;
+  meta.position_kind = s.position ? PositionKind::kLearned : PositionKind::kNone;
+  meta.position_offset = s.position_offset;
+  meta.output_scale = s.scale;
+  meta.norm_epsilon = 1e-5;
+  const std::string path = dir.file("k" + std::to_string(seed) + ".embt");
+  auto writer = TableFileWriter::begin(path, specs, meta, {.overwrite = true, .sync = false});
+  REQUIRE(writer);
+  for (std::size_t t = 0; t < specs.size(); ++t) {
+    for (std::uint64_t r = 0; r < specs[t].rows; ++r) {
+      const auto row = writer->row(t, r);
+      std::vector<float> v(s.dim);
+      for (float& x : v) x = normal(rng);
+      switch (specs[t].dtype) {
+        case DType::kF32: std::memcpy(row.data(), v.data(), 4 * s.dim); break;
+        case DType::kF16:
+          for (std::uint64_t j = 0; j < s.dim; ++j) { const auto h = detail::f32_to_f16(v[j]); std::memcpy(row.data() + 2 * j, &h, 2); }
+          break;
+        case DType::kBF16:
+          for (std::uint64_t j = 0; j < s.dim; ++j) { const auto h = detail::f32_to_bf16(v[j]); std::memcpy(row.data() + 2 * j, &h, 2); }
+          break;
+        case DType::kInt8Rowwise: {
+          for (std::uint64_t j = 0; j < s.dim; ++j) row[j] = static_cast<std::byte>(static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng)));
+          const float scale = 0.01f * static_cast<float>(r % 7 + 1), bias = normal(rng);
+          const std::uint64_t tail = (s.dim + 3) / 4 * 4;
+          std::memcpy(row.data() + tail, &scale, 4);
+          std::memcpy(row.data() + tail + 4, &bias, 4);
+          break;
+        }
+      }
+    }
+  }
+  REQUIRE(writer->commit());
+  auto model = Model::open(path);
+  REQUIRE(model);
+  return std::move(*model);
+}
+
+// The reference for ragged batches and explicit positions: one reference call per token.
+std::vector<float> reference(const Model& model, const std::vector<std::int64_t>& ids,
+                             const std::vector<std::int64_t>& segments, const std::vector<std::uint64_t>& positions) {
+  const std::uint64_t dim = model.dim();
+  std::vector<float> out(ids.size() * dim);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::vector<std::int64_t> seg;
+    if (!segments.empty()) seg = {segments[i]};
+    REQUIRE(reference_embed(model, std::span(&ids[i], 1), 1, positions[i], std::span(out).subspan(i * dim, dim), seg));
+  }
+  return out;
+}
+
+struct Batch {
+  std::string name;
+  std::vector<std::int64_t> ids, segments;
+  std::vector<std::uint64_t> offsets, starts;
+  std::vector<std::int64_t> position_ids;
+  std::uint64_t sequences = 1, start = 0;
+  std::vector<std::uint64_t> positions;  // the position of each token, for the reference
+};
+
+std::vector<Batch> batches(const Spec& s, std::mt19937& rng) {
+  std::uniform_int_distribution<std::int64_t> id(0, static_cast<std::int64_t>(s.vocab) - 1);
+  std::vector<Batch> all;
+  Batch empty{"empty"};
+  empty.sequences = 3;
+  all.push_back(empty);
+  Batch uniform{"uniform 3x7 from 5"};
+  uniform.sequences = 3;
+  uniform.start = 5;
+  for (int i = 0; i < 21; ++i) uniform.ids.push_back(id(rng)), uniform.positions.push_back(5 + i % 7);
+  uniform.ids[0] = 0, uniform.ids[20] = static_cast<std::int64_t>(s.vocab) - 1;
+  all.push_back(uniform);
+  Batch ragged{"ragged 4,0,9,1 with starts"};
+  ragged.sequences = 4;
+  ragged.offsets = {0, 4, 4, 13, 14};
+  ragged.starts = {0, 3, 30, 39};
+  for (std::uint64_t q = 0; q < 4; ++q)
+    for (std::uint64_t i = ragged.offsets[q]; i < ragged.offsets[q + 1]; ++i)
+      ragged.ids.push_back(id(rng)), ragged.positions.push_back(ragged.starts[q] + i - ragged.offsets[q]);
+  all.push_back(ragged);
+  Batch explicit_positions{"explicit position ids"};
+  for (int i = 0; i < 11; ++i) {
+    explicit_positions.ids.push_back(id(rng));
+    explicit_positions.position_ids.push_back((i * 13) % static_cast<int>(s.context));
+    explicit_positions.positions.push_back(static_cast<std::uint64_t>(explicit_positions.position_ids.back()));
+  }
+  all.push_back(explicit_positions);
+  if (s.segments) {
+    for (Batch& b : all) {
+      for (std::size_t i = 0; i < b.ids.size(); ++i) b.segments.push_back(static_cast<std::int64_t>(i % s.segments));
+    }
+  }
+  return all;
+}
+
+std::vector<float> decode_output(const std::vector<std::uint16_t>& bits, OutputDType dtype) {
+  std::vector<float> out(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    out[i] = dtype == OutputDType::kBF16 ? detail::bf16_to_f32(bits[i]) : detail::f16_to_f32(bits[i]);
+  }
+  return out;
+}
+
+bool same(float a, float b) { return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b)); }
+
+void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
+  TempDir dir;
+  const Model model = make_model(dir, s, seed);
+  std::mt19937 rng(seed);
+  for (const Batch& b : batches(s, rng)) {
+    const std::vector<float> want = reference(model, b.ids, b.segments, b.positions);
+    std::vector<std::int32_t> ids32(b.ids.begin(), b.ids.end());
+    EmbedRequest request;
+    request.ids = int32_ids ? IdSpan(std::span<const std::int32_t>(ids32)) : IdSpan(std::span<const std::int64_t>(b.ids));
+    request.sequences = b.sequences;
+    request.sequence_offsets = b.offsets;
+    request.start_positions = b.starts;
+    request.start = b.start;
+    request.position_ids = b.position_ids;
+    request.segment_ids = b.segments;
+    for (Isa isa : supported_isas()) {
+      for (NonTemporal nt : {NonTemporal::kNever, NonTemporal::kAlways}) {
+        // inline_bytes 0 sends even these small requests through the parallel path.
+        for (std::size_t inline_bytes : {std::size_t{1} << 30, std::size_t{0}}) {
+          auto embedder = Embedder::create(model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes});
+          REQUIRE(embedder);
+          CAPTURE(isa_name(isa));
+          CAPTURE(b.name);
+          CAPTURE(inline_bytes);
+          std::vector<float> got(want.size(), -99.0f);
+          REQUIRE(embedder->embed(request, OutputSpan(got)));
+          int mismatches = 0;
+          for (std::size_t k = 0; k < want.size(); ++k) {
+            const bool ok = s.norm ? std::fabs(got[k] - want[k]) <= 1e-5f * std::max(1.0f, std::fabs(want[k]))
+                                   : same(got[k], want[k]);
+            mismatches += !ok;
+          }
+          CHECK(mismatches == 0);
+          if (nt == NonTemporal::kAlways || inline_bytes == 0) continue;  // 16-bit outputs once per ISA
+          for (OutputDType od : {OutputDType::kBF16, OutputDType::kF16}) {
+            std::vector<std::uint16_t> bits(want.size());
+            REQUIRE(embedder->embed(request, OutputSpan(bits, od)));
+            const std::vector<float> decoded = decode_output(bits, od);
+            int bad = 0;
+            for (std::size_t k = 0; k < want.size(); ++k) {
+              const float rounded = od == OutputDType::kBF16 ? detail::bf16_to_f32(detail::f32_to_bf16(want[k]))
+                                                             : detail::f16_to_f32(detail::f32_to_f16(want[k]));
+              // With LayerNorm the f32 value may differ in its last bits, so allow one 16-bit ulp.
+              const float ulp = std::fabs(rounded) * (od == OutputDType::kBF16 ? 1.0f / 128 : 1.0f / 1024) + 1e-6f;
+              bad += s.norm ? !(std::fabs(decoded[k] - rounded) <= ulp) : !same(decoded[k], rounded);
+            }
+            CAPTURE(static_cast<int>(od));
+            CHECK(bad == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("kernels match the reference: every ISA x table dtype x output dtype x dim") {
+  std::uint32_t seed = 1;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise}) {
+    for (std::uint64_t dim : {1u, 3u, 8u, 17u, 64u, 768u, 769u, 4096u}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(dim);
+      Spec s;
+      s.dtype = dtype;
+      s.dim = dim;
+      check_matrix(s, seed++, seed % 2 == 0);
+    }
+  }
+}
+
+TEST_CASE("model variants: segments, OPT offset, no positions, Gemma scale, LayerNorm") {
+  std::uint32_t seed = 100;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kInt8Rowwise}) {
+    for (std::uint64_t dim : {3u, 768u, 769u}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(dim);
+      Spec bert{dtype, 50, 40, 2, dim, 0, true, true, 1.0};
+      Spec opt{dtype, 50, 40, 0, dim, 2, true, false, 1.0};
+      Spec llama{dtype, 50, 40, 0, dim, 0, false, false, 1.0};
+      Spec gemma{dtype, 50, 40, 0, dim, 0, false, false, std::sqrt(static_cast<double>(dim))};
+      for (const Spec& s : {bert, opt, llama, gemma}) check_matrix(s, seed++, false);
+    }
+  }
+}
+
+TEST_CASE("Embedder validation names the sequence, position, value and limit, and writes nothing") {
+  TempDir dir;
+  Spec s;
+  s.segments = 2;
+  const Model model = make_model(dir, s, 7);
+  auto embedder = Embedder::create(model);
+  REQUIRE(embedder);
+  std::vector<float> out(6 * s.dim, -3.0f);
+  const auto untouched = [&] {
+    for (float v : out) if (v != -3.0f) return false;
+    return true;
+  };
+  const std::vector<std::int64_t> ids = {1, 2, 3, 4, 5, 6};
+  struct Case {
+    std::string name;
+    EmbedRequest request;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  const std::vector<std::int64_t> bad_id = {1, 2, 3, 4, 37, 6}, negative = {1, -2, 3, 4, 5, 6};
+  const std::vector<std::int64_t> bad_segment = {0, 1, 0, 2, 0, 1};
+  const std::vector<std::uint64_t> starts = {0, 38}, ragged = {0, 1, 6}, bad_ragged = {0, 4, 3};
+  const std::vector<std::int64_t> positions = {0, 1, 2, 40, 4, 5};
+  std::vector<std::int32_t> ids32 = {1, 2, 3, 4, 5, 99};
+  {
+    EmbedRequest r; r.ids = bad_id; r.sequences = 2;
+    cases.push_back({"id past vocab", r, "sequence 1, position 1: id 37 is out of range [0, 37)"});
+  }
+  {
+    EmbedRequest r; r.ids = negative; r.sequences = 1;
+    cases.push_back({"negative id", r, "sequence 0, position 1: id -2 is out of range [0, 37)"});
+  }
+  {
+    EmbedRequest r; r.ids = IdSpan(std::span<const std::int32_t>(ids32)); r.sequences = 3;
+    cases.push_back({"int32 id past vocab", r, "sequence 2, position 1: id 99 is out of range [0, 37)"});
+  }
+  {
+    EmbedRequest r; r.ids = ids; r.sequences = 2; r.segment_ids = bad_segment;
+    cases.push_back({"segment", r, "sequence 1, position 0: segment 2 is out of range [0, 2)"});
+  }
+  {
+    EmbedRequest r; r.ids = ids; r.sequences = 2; r.start_positions = starts;
+    cases.push_back({"start past context", r, "sequence 1, position 2: position 40 is past the limit of 40 positions"});
+  }
+  {
+    EmbedRequest r; r.ids = ids; r.sequences = 1; r.start = UINT64_MAX;
+    cases.push_back({"huge start", r, "sequence 0, position 0: position 18446744073709551615 is past the limit of 40 positions"});
+  }
+  {
+    EmbedRequest r; r.ids = ids; r.sequences = 2; r.sequence_offsets = ragged; r.start = 36;
+    cases.push_back({"ragged past context", r, "sequence 1, position 4: position 40 is past the limit of 40 positions"});
+  }
+  {
+    EmbedRequest r; r.ids = ids; r.position_ids = positions;
+    cases.push_back({"explicit position", r, "sequence 0, position 3: position 40 is out of range [0, 40)"});
+  }
+  {
+    EmbedRequest r; r.ids = ids; r.sequences = 4;
+    cases.push_back({"uneven split", r, "6 ids cannot be split into 4 sequences of equal length"});
+  }
+  {
+    EmbedRequest r; r.ids = ids; r.sequences = 2; r.sequence_offsets = bad_ragged;
+    cases.push_back({"bad offsets", r, "sequence_offsets must hold sequences + 1 = 3 values from 0 to 6 ids"});
+  }
+  {
+    EmbedRequest r; r.ids = ids; r.sequences = 2; r.start_positions = ragged;
+    cases.push_back({"start count", r, "3 start positions for 2 sequences"});
+  }
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const Status st = embedder->embed(c.request, OutputSpan(out));
+    REQUIRE_FALSE(st);
+    CHECK(st.error().message() == c.message);
+    CHECK(untouched());
+  }
+  EmbedRequest r;
+  r.ids = ids;
+  std::vector<float> small(5);
+  const Status st = embedder->embed(r, OutputSpan(small));
+  REQUIRE_FALSE(st);
+  CHECK(st.error().message() == "output has 5 elements, expected 6 ids x dim 17");
+}
+
+TEST_CASE("ISA selection: forced through the API; unsupported and mixed-dtype models refused") {
+  TempDir dir;
+  const Model model = make_model(dir, Spec{}, 9);
+  for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
+    auto e = Embedder::create(model, {.isa = isa});
+    if (isa_supported(isa)) {
+      REQUIRE(e);
+      CHECK(e->isa() == isa);
+    } else {
+      REQUIRE_FALSE(e);
+      CHECK(e.error().message() == "ISA " + std::string(isa_name(isa)) + " is not supported by this CPU/OS");
+    }
+  }
+  CHECK(supported_isas().front() == Isa::kScalar);
+  CHECK(parse_isa("avx2") == Isa::kAvx2);
+  CHECK_FALSE(parse_isa("avx3").has_value());
+  std::vector<float> tok(4 * 2), pos(4 * 2);
+  std::vector<std::uint16_t> pos16(4 * 2);
+  const TableData tables[] = {
+      {{"tok", Role::kToken, DType::kF32, 4, 2}, std::as_bytes(std::span(tok))},
+      {{"pos", Role::kPosition, DType::kF16, 4, 2}, std::as_bytes(std::span(pos16))},
+  };
+  Metadata meta;
+  meta.position_kind = PositionKind::kLearned;
+  REQUIRE(write_table_file(dir.file("mixed.embt"), tables, meta));
+  auto mixed = Model::open(dir.file("mixed.embt"));
+  REQUIRE(mixed);
+  auto e = Embedder::create(*mixed);
+  REQUIRE_FALSE(e);
+  CHECK(e.error().message().find("the position table is f16 but the token table is f32") != std::string::npos);
+}
+
+TEST_CASE("a caller-provided task arena is used") {
+  TempDir dir;
+  Spec s;
+  s.dim = 768;
+  s.vocab = 1000;
+  const Model model = make_model(dir, s, 11);
+  tbb::task_arena arena(1);
+  auto embedder = Embedder::create(model, {.arena = &arena, .inline_bytes = 0});
+  REQUIRE(embedder);
+  std::vector<std::int64_t> ids(512);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i * 7 % 1000);
+  EmbedRequest r;
+  r.ids = ids;
+  r.sequences = 16;
+  std::vector<float> got(ids.size() * 768), want(got.size());
+  REQUIRE(embedder->embed(r, OutputSpan(got)));
+  REQUIRE(reference_embed(model, ids, 16, 0, want));
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+}
