@@ -134,33 +134,43 @@ inline void prefetch_row(const std::byte* row, std::uint64_t bytes) {
   for (std::uint64_t k = 0; k < bytes; k += 64) Traits::prefetch(row + k);
 }
 
-// Rows without LayerNorm: one pass, vector body then a scalar tail with identical rounding.
+// Rows without LayerNorm: one pass. The vector body starts at `head`, the first element whose
+// output address is vector-aligned when streaming (stores that bypass the cache need it), else 0;
+// elements before it and after the last full vector take the scalar path, with identical rounding.
 template <DType TD, OutputDType OD>
 inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte* seg, const std::byte* pos,
                       std::byte* out, bool stream) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
-  const std::uint64_t dim = a.dim, body = dim - dim % W;
+  const std::uint64_t dim = a.dim;
+  std::uint64_t head = 0;
+  if (stream) {
+    const auto misalignment = reinterpret_cast<std::uintptr_t>(out) % (W * 4);
+    head = std::min<std::uint64_t>(dim, misalignment ? (W * 4 - misalignment) / 4 : 0);
+  }
+  const std::uint64_t body_end = head + (dim - head) / W * W;
   float ts, tb, ss = 1, sb = 0, ps = 1, pb = 0;
   row_quantization<TD>(tok, dim, ts, tb);
   if (seg) row_quantization<TD>(seg, dim, ss, sb);
   if (pos) row_quantization<TD>(pos, dim, ps, pb);
   const bool scaled = a.scale != 1.0f;
+  const auto scalar = [&](std::uint64_t j) {
+    float x = load_one<TD>(tok, j, ts, tb);
+    if (seg) x = x + load_one<TD>(seg, j, ss, sb);
+    if (pos) x = x + load_one<TD>(pos, j, ps, pb);
+    if (scaled) x = x * a.scale;
+    store_one<OD>(out, j, x);
+  };
+  for (std::uint64_t j = 0; j < head; ++j) scalar(j);
   const V scale(a.scale);
-  for (std::uint64_t j = 0; j < body; j += W) {
+  for (std::uint64_t j = head; j < body_end; j += W) {
     V x = load<TD>(tok, j, ts, tb);
     if (seg) x = x + load<TD>(seg, j, ss, sb);
     if (pos) x = x + load<TD>(pos, j, ps, pb);
     if (scaled) x = x * scale;
     store<OD>(out, j, x, stream);
   }
-  for (std::uint64_t j = body; j < dim; ++j) {
-    float x = load_one<TD>(tok, j, ts, tb);
-    if (seg) x = x + load_one<TD>(seg, j, ss, sb);
-    if (pos) x = x + load_one<TD>(pos, j, ps, pb);
-    if (scaled) x = x * a.scale;
-    store_one<OD>(out, j, x);
-  }
+  for (std::uint64_t j = body_end; j < dim; ++j) scalar(j);
 }
 
 // Rows with LayerNorm: the tables are read once into a cache-resident staging row, statistics
@@ -227,10 +237,9 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t out_row_bytes = dim * out_size(OD);
   const std::uint64_t table_row_bytes = TD == DType::kF32 ? 4 * dim : TD == DType::kInt8Rowwise ? dim + 8 : 2 * dim;
   std::byte* out = static_cast<std::byte*>(a.out) + begin * out_row_bytes;
-  // Streaming stores need every row aligned to the vector width.
+  // Streaming (non-temporal) stores for f32 output; each row peels to vector alignment.
   const bool stream = !kNorm && a.nontemporal && OD == OutputDType::kF32 &&
-                      reinterpret_cast<std::uintptr_t>(out) % (Traits::kWidth * 4) == 0 &&
-                      out_row_bytes % (Traits::kWidth * 4) == 0;
+                      reinterpret_cast<std::uintptr_t>(out) % 4 == 0;
   // The LayerNorm staging row lives on the stack: no allocation on the hot path.
   alignas(64) float stage[kNorm ? kMaxNormDim : 1];
   PositionCursor positions(a, begin);

@@ -1,6 +1,7 @@
 // Headers every per-ISA kernel unit includes before opening its namespace.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>

@@ -18,5 +18,6 @@ Runner add_inspect_command(CLI::App& app);
 Runner add_verify_command(CLI::App& app);
 Runner add_embed_command(CLI::App& app);
 Runner add_convert_command(CLI::App& app);
+Runner add_bench_command(CLI::App& app);
 
 }  // namespace embedrt::cli

@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "embedrt/embedder.hpp"
 #include "embedrt/model.hpp"
 #include "embedrt/reference.hpp"
+#include "half.hpp"
 #include "text_format.hpp"
 
 namespace embedrt::cli {
@@ -19,6 +21,9 @@ struct EmbedArgs {
   std::uint64_t batch = 1;
   std::uint64_t start = 0;
   bool json = false;
+  std::string out_dtype = "f32";
+  std::string isa;
+  bool reference = false;
 };
 
 // "3,1,4,1" -> {3, 1, 4, 1}. Negative values parse, so the embed call can name them.
@@ -84,8 +89,35 @@ int run(const EmbedArgs& args) {
   const std::uint64_t dim = model->dim();
   const std::uint64_t length = ids->size() / args.batch;
   std::vector<float> out(ids->size() * dim);
-  if (Status s = reference_embed(*model, *ids, args.batch, args.start, out, *segments); !s) {
-    return report(s.error());
+  if (args.reference) {
+    if (args.out_dtype != "f32") return report(Error(ErrorCode::kInvalidArgument, "--reference computes f32 only"));
+    if (Status s = reference_embed(*model, *ids, args.batch, args.start, out, *segments); !s) return report(s.error());
+  } else {
+    EmbedderOptions options;
+    if (!args.isa.empty()) {
+      options.isa = parse_isa(args.isa);
+      if (!options.isa) return report(Error(ErrorCode::kInvalidArgument, "--isa '" + args.isa + "': expected scalar, sse4.2, avx2 or avx512"));
+    }
+    auto embedder = Embedder::create(std::move(*model), options);
+    if (!embedder) return report(embedder.error());
+    EmbedRequest request;
+    request.ids = *ids;
+    request.sequences = args.batch;
+    request.start = args.start;
+    request.segment_ids = *segments;
+    Status s;
+    if (args.out_dtype == "f32") {
+      s = embedder->embed(request, OutputSpan(out));
+    } else if (args.out_dtype == "bf16" || args.out_dtype == "f16") {
+      // 16-bit output, printed as the floats it decodes to.
+      const bool bf16 = args.out_dtype == "bf16";
+      std::vector<std::uint16_t> bits(out.size());
+      s = embedder->embed(request, OutputSpan(bits, bf16 ? OutputDType::kBF16 : OutputDType::kF16));
+      for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16 ? detail::bf16_to_f32(bits[i]) : detail::f16_to_f32(bits[i]);
+    } else {
+      return report(Error(ErrorCode::kInvalidArgument, "--out-dtype '" + args.out_dtype + "': expected f32, bf16 or f16"));
+    }
+    if (!s) return report(s.error());
   }
   if (args.json) {
     write_json(out, args.batch, length, dim);
@@ -106,6 +138,9 @@ Runner add_embed_command(CLI::App& app) {
   cmd->add_option("--start", args->start, "position of the first token of each sequence");
   cmd->add_option("--segments", args->segments, "comma-separated token type ids, one per id (default all 0)");
   cmd->add_flag("--json", args->json, R"(print {"shape": [B, L, D], "data": [...]})");
+  cmd->add_option("--out-dtype", args->out_dtype, "output precision: f32, bf16 or f16 (printed as decoded floats)");
+  cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512 (default: best, or EMBEDRT_ISA)");
+  cmd->add_flag("--reference", args->reference, "use the scalar reference path (the test oracle) instead of the kernels");
   return [args]() { return run(*args); };
 }
 

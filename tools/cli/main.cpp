@@ -3,20 +3,26 @@
 
 #include "commands.hpp"
 #include "embedrt/format.hpp"
+#include "embedrt/isa.hpp"
 #include "embedrt/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace embedrt::cli;
   CLI::App app{"embedrt: token embeddings at memory-bus speed", "embedrt"};
   app.require_subcommand(1);
-  app.set_version_flag("-V,--version", std::string("embedrt ") + embedrt::version() +
-                                           " (format " + std::to_string(embedrt::kFormatVersionMajor) +
-                                           "." + std::to_string(embedrt::kFormatVersionMinor) + ")");
+  std::string supported;
+  for (embedrt::Isa isa : embedrt::supported_isas()) supported += " " + std::string(embedrt::isa_name(isa));
+  app.set_version_flag("-V,--version", std::string("embedrt ") + embedrt::version() + " (format " +
+                                           std::to_string(embedrt::kFormatVersionMajor) + "." +
+                                           std::to_string(embedrt::kFormatVersionMinor) + ", isa " +
+                                           std::string(embedrt::isa_name(embedrt::default_isa())) +
+                                           "; supported:" + supported + ")");
 
   const Runner inspect = add_inspect_command(app);
   const Runner verify = add_verify_command(app);
   const Runner embed = add_embed_command(app);
   const Runner convert = add_convert_command(app);
+  const Runner bench = add_bench_command(app);
 
   // CLI11 would only say "a subcommand is required"; name the word it did not know.
   const auto known = [&app](const std::string& word) {
@@ -43,5 +49,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("verify")) return verify();
   if (app.got_subcommand("embed")) return embed();
   if (app.got_subcommand("convert")) return convert();
+  if (app.got_subcommand("bench")) return bench();
   return kExitUsage;
 }

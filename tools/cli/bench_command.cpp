@@ -1,0 +1,135 @@
+// `embedrt bench`: throughput and latency of the kernels on a user's own model.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <oneapi/tbb/task_arena.h>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "embedrt/embedder.hpp"
+#include "text_format.hpp"
+
+namespace embedrt::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::uint64_t batch = 8, seq = 1024;
+  int threads = 0;  // 0: every core
+  std::string out_dtype = "f32";
+  std::string isa;
+  double seconds = 2.0;
+  bool json = false;
+  std::string nontemporal = "auto";
+};
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const auto k = static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(k, v.size() - 1)];
+}
+
+int run(const BenchArgs& args) {
+  const auto dtype = args.out_dtype == "f32" ? OutputDType::kF32 : args.out_dtype == "bf16" ? OutputDType::kBF16
+                     : args.out_dtype == "f16" ? OutputDType::kF16 : static_cast<OutputDType>(-1);
+  if (static_cast<int>(dtype) < 0) {
+    return report(Error(ErrorCode::kInvalidArgument, "--out-dtype '" + args.out_dtype + "': expected f32, bf16 or f16"));
+  }
+  if (args.batch == 0 || args.seq == 0) return report(Error(ErrorCode::kInvalidArgument, "--batch and --seq must be at least 1"));
+  auto model = Model::open(args.model, {.populate = true});
+  if (!model) return report(model.error());
+  if (args.seq > model->max_positions()) {
+    return report(Error(ErrorCode::kInvalidArgument, "--seq " + std::to_string(args.seq) + " is longer than the model's " +
+                                                         std::to_string(model->max_positions()) + " positions"));
+  }
+  const int threads = args.threads > 0 ? args.threads : tbb::this_task_arena::max_concurrency();
+  tbb::task_arena arena(threads);
+  EmbedderOptions options;
+  options.arena = &arena;
+  if (args.nontemporal == "always") {
+    options.nontemporal = NonTemporal::kAlways;
+  } else if (args.nontemporal == "never") {
+    options.nontemporal = NonTemporal::kNever;
+  } else if (args.nontemporal != "auto") {
+    return report(Error(ErrorCode::kInvalidArgument, "--nontemporal '" + args.nontemporal + "': expected auto, always or never"));
+  }
+  if (!args.isa.empty()) {
+    options.isa = parse_isa(args.isa);
+    if (!options.isa) return report(Error(ErrorCode::kInvalidArgument, "--isa '" + args.isa + "' is not an ISA name"));
+  }
+  auto embedder = Embedder::create(*model, options);
+  if (!embedder) return report(embedder.error());
+
+  const std::uint64_t tokens = args.batch * args.seq, dim = model->dim();
+  std::vector<std::int64_t> ids(tokens);
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(model->vocab_size()) - 1);
+  for (auto& id : ids) id = pick(rng);
+  std::vector<float> out_f32(dtype == OutputDType::kF32 ? tokens * dim : 0);
+  std::vector<std::uint16_t> out_16(dtype == OutputDType::kF32 ? 0 : tokens * dim);
+  const OutputSpan out = dtype == OutputDType::kF32 ? OutputSpan(out_f32) : OutputSpan(out_16, dtype);
+  EmbedRequest request;
+  request.ids = ids;
+  request.sequences = args.batch;
+
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < 3; ++i) {  // warm-up: page faults on the output, thread start-up
+    if (Status s = embedder->embed(request, out); !s) return report(s.error());
+  }
+  std::vector<double> seconds;
+  const auto deadline = clock::now() + std::chrono::duration<double>(args.seconds);
+  while (seconds.size() < 10 || (clock::now() < deadline && seconds.size() < 1000000)) {
+    const auto start = clock::now();
+    const Status s = embedder->embed(request, out);
+    seconds.push_back(std::chrono::duration<double>(clock::now() - start).count());
+    if (!s) return report(s.error());
+  }
+  const double median = percentile(seconds, 50);
+  const double bytes_per_token = static_cast<double>(row_bytes(model->token().dtype, dim) +
+                                                     dim * (dtype == OutputDType::kF32 ? 4 : 2));
+  const double tokens_per_second = static_cast<double>(tokens) / median;
+  const double gbps = tokens_per_second * bytes_per_token / 1e9;
+  if (args.json) {
+    nlohmann::ordered_json doc = {
+        {"model", args.model}, {"isa", isa_name(embedder->isa())}, {"threads", threads},
+        {"table_dtype", dtype_name(model->token().dtype)}, {"out_dtype", args.out_dtype},
+        {"batch", args.batch}, {"seq", args.seq}, {"dim", dim}, {"iterations", seconds.size()},
+        {"tokens_per_second", tokens_per_second}, {"gb_per_second", gbps},
+        {"latency_seconds", {{"p50", median}, {"p90", percentile(seconds, 90)}, {"p99", percentile(seconds, 99)},
+                             {"min", percentile(seconds, 0)}}},
+    };
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else {
+    std::printf("%s: %s table, %s output, isa %s, %d threads, batch %llu x %llu (dim %llu), %zu runs\n",
+                args.model.c_str(), std::string(dtype_name(model->token().dtype)).c_str(), args.out_dtype.c_str(),
+                std::string(isa_name(embedder->isa())).c_str(), threads, static_cast<unsigned long long>(args.batch),
+                static_cast<unsigned long long>(args.seq), static_cast<unsigned long long>(dim), seconds.size());
+    std::printf("  %.3f M tokens/s, %.2f GB/s (table rows read + output written)\n", tokens_per_second / 1e6, gbps);
+    std::printf("  latency p50 %.0f ns, p90 %.0f ns, p99 %.0f ns, min %.0f ns\n", median * 1e9,
+                percentile(seconds, 90) * 1e9, percentile(seconds, 99) * 1e9, percentile(seconds, 0) * 1e9);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Measure tokens/s, GB/s and latency on a model");
+  auto args = std::make_shared<BenchArgs>();
+  cmd->add_option("MODEL", args->model, "the .embt model")->required();
+  cmd->add_option("--batch", args->batch, "sequences per call (default 8)");
+  cmd->add_option("--seq", args->seq, "tokens per sequence (default 1024)");
+  cmd->add_option("--threads", args->threads, "threads (default: every core)");
+  cmd->add_option("--out-dtype", args->out_dtype, "f32, bf16 or f16");
+  cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512");
+  cmd->add_option("--seconds", args->seconds, "how long to measure (default 2)");
+  cmd->add_flag("--json", args->json, "print one JSON object");
+  cmd->add_option("--nontemporal", args->nontemporal, "streaming stores: auto (by output size), always or never");
+  return [args]() { return run(*args); };
+}
+
+}  // namespace embedrt::cli
