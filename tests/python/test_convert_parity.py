@@ -331,6 +331,34 @@ def test_refusals_leave_nothing():
     check("no temporary files left behind", not leftovers, leftovers)
 
 
+def test_sinusoidal_positions():
+    # The original Transformer's fixed encoding, as PyTorch tutorials compute it (here in float64).
+    torch.manual_seed(11)
+    vocab, dim, context = 60, 24, 50
+    tok = torch.nn.Embedding(vocab, dim)
+    path = os.path.join(WORK, "transformer.pt")
+    torch.save({"encoder.embed.weight": tok.weight}, path)
+    model, stdout = convert("sinusoidal", [path], "--token", "encoder.embed.weight", "--positions", "sinusoidal",
+                            "--context", context)
+    position = torch.arange(context, dtype=torch.float64).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, dim, 2, dtype=torch.float64) * (-math.log(10000.0) / dim))
+    pe = torch.zeros(context, dim, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    ids = ids_for(vocab, 2, 20)
+    with torch.no_grad():
+        want = tok(ids) + pe.float()[torch.arange(30, 50)]
+    got = embed(model, ids, 30)
+    diff = (got - want).abs().max().item()
+    check("sinusoidal positions match torch within 1e-6", diff <= 1e-6, f"max abs diff {diff}")
+    meta = json.loads(run("inspect", "--json", model).stdout)["metadata"]
+    check("sinusoidal metadata", meta["position.kind"] == "sinusoidal" and meta["context_length"] == context, meta)
+    r = run("convert", os.path.join(WORK, "gpt2_f32.pt"), "-o", os.path.join(WORK, "z.embt"), "--positions", "sinusoidal",
+            "--context", "8")
+    check("sinusoidal refused when a learned table exists", r.returncode != 0 and "already has a position table" in r.stderr,
+          r.stderr)
+
+
 def test_cli_options():
     torch.manual_seed(10)
     path = os.path.join(WORK, "gpt2_cli.pt")

@@ -30,6 +30,8 @@ struct ConvertArgs {
   bool progress = false, no_progress = false;
   bool no_crc_check = false;
   int quiet = 0, verbose = 0;
+  std::string positions;
+  std::uint64_t context = 0;
 };
 
 int run(const ConvertArgs& args) {
@@ -50,10 +52,20 @@ int run(const ConvertArgs& args) {
   if (args.norm_eps >= 0) overrides.norm_epsilon = args.norm_eps;
   auto plan = import::plan_model(checkpoint->tensors, args.preset, overrides);
   if (!plan) return report(plan.error());
+  if (args.positions == "sinusoidal") {
+    if (Status s = import::add_sinusoidal_positions(*plan, args.context); !s) return report(s.error());
+  } else if (!args.positions.empty()) {
+    return report(Error(ErrorCode::kInvalidArgument, "--positions '" + args.positions + "': only 'sinusoidal' is generated"));
+  }
   for (const std::string& f : checkpoint->files) plan->metadata.source_files += (plan->metadata.source_files.empty() ? "" : "\n") + f;
   plan->metadata.source_dtype = std::string(import::source_dtype_name(plan->tables[0].tensor->dtype));
   if (args.quiet == 0) {
     std::printf("preset: %s (%s)\n", plan->family.c_str(), plan->explanation.c_str());
+    if (plan->sinusoidal_context) {
+      std::printf("  %-12s generated sinusoidal [%llu, %lld]\n", "position",
+                  static_cast<unsigned long long>(plan->sinusoidal_context),
+                  static_cast<long long>(plan->tables[0].tensor->shape.back()));
+    }
     for (const import::ChosenTable& c : plan->tables) {
       std::printf("  %-12s %s %s %s\n", std::string(role_name(c.role)).c_str(), c.tensor->name.c_str(),
                   std::string(import::source_dtype_name(c.tensor->dtype)).c_str(), import::shape_string(c.tensor->shape).c_str());
@@ -99,6 +111,8 @@ Runner add_convert_command(CLI::App& app) {
   cmd->add_option("--norm-eps", args->norm_eps, "LayerNorm epsilon (default: the preset's)");
   cmd->add_option("--key", args->key, "dotted path of the state dict inside a checkpoint (e.g. model)");
   cmd->add_option("--dtype", args->dtype, "table dtype: f32, f16, bf16 or int8 (rowwise scale and bias)");
+  cmd->add_option("--positions", args->positions, "generate a position table: sinusoidal (original Transformer)");
+  cmd->add_option("--context", args->context, "rows of the generated position table");
   cmd->add_flag("--force", args->force, "replace OUT if it exists");
   cmd->add_flag("--progress", args->progress, "show a progress bar even when stderr is not a terminal");
   cmd->add_flag("--no-progress", args->no_progress, "never show a progress bar");

@@ -82,6 +82,46 @@ Status quantize_row(const double* values, std::uint64_t dim, std::byte* out, con
   return {};
 }
 
+// Row `p` of the original Transformer's fixed encoding, in double: sin on even dims, cos on odd,
+// at angle p / 10000^(2i / dim).
+void sinusoid_row(std::uint64_t p, std::uint64_t dim, double* out) {
+  for (std::uint64_t j = 0; j < dim; ++j) {
+    const double angle = static_cast<double>(p) / std::pow(10000.0, static_cast<double>(j - j % 2) / static_cast<double>(dim));
+    out[j] = j % 2 == 0 ? std::sin(angle) : std::cos(angle);
+  }
+}
+
+// Encodes one row of values in the table dtype, recording the rounding error.
+Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::span<std::byte> out, const std::string& name,
+                  std::uint64_t row, ErrorStats& stats) {
+  switch (dtype) {
+    case DType::kF32:
+      for (std::uint64_t j = 0; j < dim; ++j) {
+        const float v = static_cast<float>(values[j]);
+        std::memcpy(out.data() + 4 * j, &v, 4);
+        stats.add(values[j], v);
+      }
+      return {};
+    case DType::kF16:
+      for (std::uint64_t j = 0; j < dim; ++j) {
+        const std::uint16_t h = detail::f32_to_f16(static_cast<float>(values[j]));
+        std::memcpy(out.data() + 2 * j, &h, 2);
+        stats.add(values[j], detail::f16_to_f32(h));
+      }
+      return {};
+    case DType::kBF16:
+      for (std::uint64_t j = 0; j < dim; ++j) {
+        const std::uint16_t h = detail::f32_to_bf16(static_cast<float>(values[j]));
+        std::memcpy(out.data() + 2 * j, &h, 2);
+        stats.add(values[j], detail::bf16_to_f32(h));
+      }
+      return {};
+    case DType::kInt8Rowwise:
+      return quantize_row(values, dim, out.data(), name, row, stats);
+  }
+  return {};
+}
+
 // Drops pages already processed from this process's resident set: file-backed pages stay in the
 // page cache (and dirty ones are written back normally), so peak memory stays far below the
 // model size however large it is.
@@ -98,6 +138,7 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
                                                const ConvertOptions& options, const ProgressFn& progress) {
   std::vector<TableSpec> specs;
   std::uint64_t total_bytes = 0;
+  const std::uint64_t model_dim = static_cast<std::uint64_t>(plan.tables[0].tensor->shape.back());
   for (const ChosenTable& c : plan.tables) {
     const SourceTensor& t = *c.tensor;
     const bool norm = c.role == Role::kNormWeight || c.role == Role::kNormBias;
@@ -107,6 +148,10 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
                      c.role, norm ? DType::kF32 : options.dtype, rows, dim});
     total_bytes += rows * dim * source_dtype_size(t.dtype);
   }
+  if (plan.sinusoidal_context > 0) {
+    specs.push_back({"sinusoidal_positions", Role::kPosition, options.dtype, plan.sinusoidal_context, model_dim});
+    total_bytes += plan.sinusoidal_context * model_dim * 8;
+  }
   Metadata metadata = plan.metadata;
   auto writer = TableFileWriter::begin(output, specs, metadata, {.overwrite = options.overwrite, .sync = options.sync});
   if (!writer) return std::move(writer).error();
@@ -114,69 +159,49 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
   std::vector<TableReport> reports;
   std::uint64_t done = 0, reported = 0;
   constexpr std::uint64_t kReleaseEvery = 32u << 20;
-  for (std::size_t i = 0; i < plan.tables.size(); ++i) {
-    const SourceTensor& t = *plan.tables[i].tensor;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    // Tables past the chosen ones are generated (sinusoidal positions).
+    const SourceTensor* source = i < plan.tables.size() ? plan.tables[i].tensor : nullptr;
     const TableSpec& spec = writer->spec(i);
     const std::uint64_t dim = spec.dim;
     ErrorStats stats;
     std::vector<double> values(dim);
-    const bool copy = direct_copy(t, spec.dtype);
-    const std::size_t source_row_bytes = dim * source_dtype_size(t.dtype);
+    const bool copy = source != nullptr && direct_copy(*source, spec.dtype);
+    const std::size_t source_row_bytes = dim * (source ? source_dtype_size(source->dtype) : 8);
     std::uint64_t released_row = 0;
     for (std::uint64_t r = 0; r < spec.rows; ++r) {
       const std::span<std::byte> out = writer->row(i, r);
       if (copy) {
+        const SourceTensor& t = *source;
         const std::int64_t row_stride = t.shape.size() == 1 ? 0 : t.strides[0];
         std::memcpy(out.data(), t.storage.data() + (static_cast<std::uint64_t>(t.storage_offset) +
                                                     r * static_cast<std::uint64_t>(row_stride)) * source_dtype_size(t.dtype),
                     source_row_bytes);
       } else {
-        read_row(t, r, dim, values.data());
-        switch (spec.dtype) {
-          case DType::kF32:
-            for (std::uint64_t j = 0; j < dim; ++j) {
-              const float v = static_cast<float>(values[j]);
-              std::memcpy(out.data() + 4 * j, &v, 4);
-              stats.add(values[j], v);
-            }
-            break;
-          case DType::kF16:
-            for (std::uint64_t j = 0; j < dim; ++j) {
-              const std::uint16_t h = detail::f32_to_f16(static_cast<float>(values[j]));
-              std::memcpy(out.data() + 2 * j, &h, 2);
-              stats.add(values[j], detail::f16_to_f32(h));
-            }
-            break;
-          case DType::kBF16:
-            for (std::uint64_t j = 0; j < dim; ++j) {
-              const std::uint16_t h = detail::f32_to_bf16(static_cast<float>(values[j]));
-              std::memcpy(out.data() + 2 * j, &h, 2);
-              stats.add(values[j], detail::bf16_to_f32(h));
-            }
-            break;
-          case DType::kInt8Rowwise:
-            if (Status s = quantize_row(values.data(), dim, out.data(), t.name, r, stats); !s) return std::move(s).error();
-            break;
+        if (source != nullptr) {
+          read_row(*source, r, dim, values.data());
+        } else {
+          sinusoid_row(r, dim, values.data());
         }
+        if (Status s = encode_row(values.data(), dim, spec.dtype, out, spec.name, r, stats); !s) return std::move(s).error();
       }
       done += source_row_bytes;
       if (done - reported >= kReleaseEvery || r + 1 == spec.rows) {
         reported = done;
         if (progress) progress(done, total_bytes);
         // Contiguous sources only: a strided (transposed) view revisits its pages on every row.
-        if (t.strides.back() == 1 && t.shape.size() == 2) {
-          const std::byte* first = writer->row(i, released_row).data();
-          const std::byte* last = out.data() + out.size();
-          release_pages(first, last);
+        if (source != nullptr && source->strides.back() == 1 && source->shape.size() == 2) {
+          const SourceTensor& t = *source;
+          release_pages(writer->row(i, released_row).data(), out.data() + out.size());
           const auto row_bytes = static_cast<std::uint64_t>(t.strides[0]) * source_dtype_size(t.dtype);
-          const std::byte* source = t.storage.data() + static_cast<std::uint64_t>(t.storage_offset) * source_dtype_size(t.dtype);
-          release_pages(source + released_row * row_bytes, source + (r + 1) * row_bytes);
+          const std::byte* base = t.storage.data() + static_cast<std::uint64_t>(t.storage_offset) * source_dtype_size(t.dtype);
+          release_pages(base + released_row * row_bytes, base + (r + 1) * row_bytes);
           released_row = r + 1;
         }
       }
     }
-    reports.push_back({t.name, spec.role, spec.dtype, spec.rows, dim, copy || stats.exact, stats.max,
-                       stats.count ? stats.sum / static_cast<double>(stats.count) : 0.0});
+    reports.push_back({source ? source->name : spec.name, spec.role, spec.dtype, spec.rows, dim, copy || stats.exact,
+                       stats.max, stats.count ? stats.sum / static_cast<double>(stats.count) : 0.0});
   }
   if (Status s = writer->commit(); !s) return std::move(s).error();
   return reports;

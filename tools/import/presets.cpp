@@ -236,4 +236,19 @@ Result<ModelPlan> plan_model(const std::vector<SourceTensor>& tensors, const std
   return plan;
 }
 
+Status add_sinusoidal_positions(ModelPlan& plan, std::uint64_t context) {
+  for (const ChosenTable& c : plan.tables) {
+    if (c.role == Role::kPosition) {
+      return Error(ErrorCode::kInvalidArgument, "--positions sinusoidal: the input already has a position table ('" +
+                                                    c.tensor->name + "')");
+    }
+  }
+  if (context == 0) return Error(ErrorCode::kInvalidArgument, "--positions sinusoidal needs --context N (N >= 1)");
+  plan.sinusoidal_context = context;
+  plan.metadata.position_kind = PositionKind::kSinusoidal;
+  plan.metadata.position_offset = 0;
+  plan.metadata.context_length = context;
+  return {};
+}
+
 }  // namespace embedrt::import

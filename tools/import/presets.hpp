@@ -26,6 +26,7 @@ struct ModelPlan {
   std::string family;       // "gpt2", ..., or "custom"
   std::string explanation;  // what auto-detection saw, printed by the CLI
   std::vector<ChosenTable> tables;
+  std::uint64_t sinusoidal_context = 0;  // > 0: generate a fixed sinusoidal position table
   Metadata metadata;        // family, offsets, scale, epsilon, context (source fields left empty)
 };
 
@@ -34,5 +35,9 @@ Result<ModelPlan> plan_model(const std::vector<SourceTensor>& tensors, const std
                              const TableOverrides& overrides);
 
 std::vector<std::string> preset_names();
+
+// Adds a generated sinusoidal position table of `context` rows (the original Transformer's
+// sin/cos at 10000^(2i/d)); refused when the plan already has a position table.
+Status add_sinusoidal_positions(ModelPlan& plan, std::uint64_t context);
 
 }  // namespace embedrt::import
