@@ -12,6 +12,24 @@
 
 #include "kernels/kernel_args.hpp"
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) && !defined(__SANITIZE_THREAD__)
+#define __SANITIZE_THREAD__ 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+// oneTBB from Debian is not built with ThreadSanitizer, so TSan cannot see that parallel_for's
+// start orders the caller's writes before the workers' reads, nor that its end orders the
+// workers' writes before the caller's reads. These annotations state exactly those two edges.
+extern "C" void __tsan_acquire(void* address);
+extern "C" void __tsan_release(void* address);
+#define EMBEDRT_TSAN_ACQUIRE(address) __tsan_acquire(address)
+#define EMBEDRT_TSAN_RELEASE(address) __tsan_release(address)
+#else
+#define EMBEDRT_TSAN_ACQUIRE(address) ((void)(address))
+#define EMBEDRT_TSAN_RELEASE(address) ((void)(address))
+#endif
+
 namespace embedrt {
 namespace {
 
@@ -215,9 +233,15 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
   const std::uint64_t row_out = out_bytes / n;
   const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / row_out);
   const auto run = [&] {
+    EMBEDRT_TSAN_RELEASE(&a);
     tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, n, grain),
-                      [&](const tbb::blocked_range<std::uint64_t>& range) { kernel(a, range.begin(), range.end()); },
+                      [&](const tbb::blocked_range<std::uint64_t>& range) {
+                        EMBEDRT_TSAN_ACQUIRE(&a);
+                        kernel(a, range.begin(), range.end());
+                        EMBEDRT_TSAN_RELEASE(&a);
+                      },
                       tbb::simple_partitioner());
+    EMBEDRT_TSAN_ACQUIRE(&a);
   };
   if (options_.arena != nullptr) {
     options_.arena->execute(run);
