@@ -10,6 +10,7 @@ namespace embedrt::kernels::avx2 {
 struct Traits {
   using V = xsimd::batch<float, xsimd::avx2>;
   static constexpr std::uint64_t kWidth = 8;
+  static constexpr bool kCanStream = true;
   static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
   static __m128i load8_u16(const std::byte* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
   static V load_f16(const std::byte* p) { return V(_mm256_cvtph_ps(load8_u16(p))); }
@@ -26,18 +27,24 @@ struct Traits {
       v.store_unaligned(reinterpret_cast<float*>(p));
     }
   }
-  static void store_f16(std::byte* p, V v) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  static void store16(std::byte* p, __m128i bits, bool stream) {
+    if (stream) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), bits);
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bits);
+    }
   }
-  static void store_bf16(std::byte* p, V v) {
+  static void store_f16(std::byte* p, V v, bool stream) {
+    store16(p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), stream);
+  }
+  static void store_bf16(std::byte* p, V v, bool stream) {
     const __m256i u = _mm256_castps_si256(v);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
     const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
     const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
     const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
     const __m256i bits = _mm256_blendv_epi8(rounded, quiet, nan);
-    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+    store16(p, _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1)), stream);
   }
   static float hsum(V v) { return xsimd::hadd(v); }
   static void fence() { _mm_sfence(); }

@@ -11,6 +11,7 @@ namespace embedrt::kernels::avx512 {
 struct Traits {
   using V = xsimd::batch<float, xsimd::avx512bw>;
   static constexpr std::uint64_t kWidth = 16;
+  static constexpr bool kCanStream = true;
   static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
   static __m256i load16_u16(const std::byte* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static V load_f16(const std::byte* p) { return V(_mm512_cvtph_ps(load16_u16(p))); }
@@ -27,17 +28,24 @@ struct Traits {
       v.store_unaligned(reinterpret_cast<float*>(p));
     }
   }
-  static void store_f16(std::byte* p, V v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  static void store32(std::byte* p, __m256i bits, bool stream) {
+    if (stream) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(p), bits);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bits);
+    }
   }
-  static void store_bf16(std::byte* p, V v) {
+  static void store_f16(std::byte* p, V v, bool stream) {
+    store32(p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), stream);
+  }
+  static void store_bf16(std::byte* p, V v, bool stream) {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
     const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
     const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
     const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
     const __m512i bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(bits));
+    store32(p, _mm512_cvtepi32_epi16(bits), stream);
   }
   static float hsum(V v) { return _mm512_reduce_add_ps(v); }
   static void fence() { _mm_sfence(); }

@@ -103,8 +103,8 @@ inline float load_one(const std::byte* row, std::uint64_t j, float q_scale, floa
 template <OutputDType OD>
 inline void store(std::byte* out, std::uint64_t j, typename Traits::V v, bool stream) {
   if constexpr (OD == OutputDType::kF32) Traits::store_f32(out + 4 * j, v, stream);
-  if constexpr (OD == OutputDType::kF16) Traits::store_f16(out + 2 * j, v);
-  if constexpr (OD == OutputDType::kBF16) Traits::store_bf16(out + 2 * j, v);
+  if constexpr (OD == OutputDType::kF16) Traits::store_f16(out + 2 * j, v, stream);
+  if constexpr (OD == OutputDType::kBF16) Traits::store_bf16(out + 2 * j, v, stream);
 }
 
 template <OutputDType OD>
@@ -143,10 +143,11 @@ inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
+  constexpr std::uint64_t kVectorBytes = W * out_size(OD);  // output bytes one vector store writes
   std::uint64_t head = 0;
   if (stream) {
-    const auto misalignment = reinterpret_cast<std::uintptr_t>(out) % (W * 4);
-    head = std::min<std::uint64_t>(dim, misalignment ? (W * 4 - misalignment) / 4 : 0);
+    const auto misalignment = reinterpret_cast<std::uintptr_t>(out) % kVectorBytes;
+    head = std::min<std::uint64_t>(dim, misalignment ? (kVectorBytes - misalignment) / out_size(OD) : 0);
   }
   const std::uint64_t body_end = head + (dim - head) / W * W;
   float ts, tb, ss = 1, sb = 0, ps = 1, pb = 0;
@@ -237,9 +238,10 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t out_row_bytes = dim * out_size(OD);
   const std::uint64_t table_row_bytes = TD == DType::kF32 ? 4 * dim : TD == DType::kInt8Rowwise ? dim + 8 : 2 * dim;
   std::byte* out = static_cast<std::byte*>(a.out) + begin * out_row_bytes;
-  // Streaming (non-temporal) stores for f32 output; each row peels to vector alignment.
-  const bool stream = !kNorm && a.nontemporal && OD == OutputDType::kF32 &&
-                      reinterpret_cast<std::uintptr_t>(out) % 4 == 0;
+  // Streaming (non-temporal) stores; each row peels to vector alignment, which needs the output
+  // aligned to its element size.
+  const bool stream = !kNorm && a.nontemporal && Traits::kCanStream &&
+                      reinterpret_cast<std::uintptr_t>(out) % out_size(OD) == 0;
   // The LayerNorm staging row lives on the stack: no allocation on the hot path.
   alignas(64) float stage[kNorm ? kMaxNormDim : 1];
   PositionCursor positions(a, begin);

@@ -11,6 +11,7 @@ namespace embedrt::kernels::sse42 {
 struct Traits {
   using V = xsimd::batch<float, xsimd::sse4_2>;
   static constexpr std::uint64_t kWidth = 4;
+  static constexpr bool kCanStream = true;
   static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
   static __m128i load4_u16(const std::byte* p) {
     return _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
@@ -39,22 +40,31 @@ struct Traits {
       v.store_unaligned(reinterpret_cast<float*>(p));
     }
   }
-  static void store_f16(std::byte* p, V v) {
+  static void store_f16(std::byte* p, V v, bool stream) {
     alignas(16) float f[4];
     v.store_aligned(f);
-    for (int k = 0; k < 4; ++k) {
-      const std::uint16_t h = detail::f32_to_f16(f[k]);
-      std::memcpy(p + 2 * k, &h, 2);
+    alignas(8) std::uint16_t h[4];
+    for (int k = 0; k < 4; ++k) h[k] = detail::f32_to_f16(f[k]);
+    std::int64_t bits;
+    std::memcpy(&bits, h, 8);
+    store8(p, bits, stream);
+  }
+  // Eight bytes: a streaming 64-bit integer store (movnti) or a plain one.
+  static void store8(std::byte* p, std::int64_t bits, bool stream) {
+    if (stream) {
+      _mm_stream_si64(reinterpret_cast<long long*>(p), bits);
+    } else {
+      std::memcpy(p, &bits, 8);
     }
   }
-  static void store_bf16(std::byte* p, V v) {
+  static void store_bf16(std::byte* p, V v, bool stream) {
     const __m128i u = _mm_castps_si128(v);
     const __m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
     const __m128i rounded = _mm_srli_epi32(_mm_add_epi32(u, _mm_add_epi32(_mm_set1_epi32(0x7fff), lsb)), 16);
     const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7fffffff)), _mm_set1_epi32(0x7f800000));
     const __m128i quiet = _mm_or_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(0x40));
     const __m128i bits = _mm_blendv_epi8(rounded, quiet, nan);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(bits, bits));
+    store8(p, _mm_cvtsi128_si64(_mm_packus_epi32(bits, bits)), stream);
   }
   static float hsum(V v) { return xsimd::hadd(v); }
   static void fence() { _mm_sfence(); }
