@@ -46,7 +46,8 @@ echo "==> verify"
 echo "==> embed 2 sequences of 3 tokens (first 4 values of each vector)"
 "$embedrt" embed "$model" --ids 464,2068,7586,21831,18045,625 --batch 2 | cut -d' ' -f1-6
 
-echo "==> throughput (reference path, GPT-2 shape, 8 x 1024 tokens) beside memcpy bandwidth"
-"$build/bench/embedrt_bench_reference" --benchmark_min_time=0.3 \
-  --benchmark_filter='BM_ReferenceEmbed/8/1024|BM_MemcpyRoofline' 2>/dev/null |
-  awk '/^BM_/ { line = sprintf("%-34s", $1); for (i = 2; i <= NF; ++i) if ($i ~ /=/) line = line "  " $i; print line }'
+echo "==> throughput: embedrt bench (GPT-2 shape, 8 x 1024 tokens, all cores) beside the memcpy roofline"
+"$embedrt" bench "$model" --batch 8 --seq 1024 --seconds 1
+"$embedrt" bench "$model" --roofline --seconds 1
+echo "==> single-token decode latency"
+"$embedrt" bench "$model" --batch 1 --seq 1 --threads 1 --seconds 1 | tail -1

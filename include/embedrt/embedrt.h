@@ -1,0 +1,92 @@
+/* The embedrt C API: opaque handles, a status code from every call and, on failure, an error
+ * object with a message naming the offending value. No C++ exception ever crosses this boundary.
+ * Validation is the same as the C++ API's (it is a thin layer over it).
+ *
+ * Thread safety: models and embedders are immutable; embedrt_embed() may be called from any
+ * number of threads at once on one embedder. Error objects belong to the caller.
+ *
+ *   embedrt_error* error = NULL;
+ *   embedrt_model* model = NULL;
+ *   if (embedrt_model_open("gpt2.embt", &model, &error) != EMBEDRT_OK) {
+ *     fprintf(stderr, "%s\n", embedrt_error_message(error));
+ *     embedrt_error_free(error);
+ *   }
+ */
+#ifndef EMBEDRT_EMBEDRT_H
+#define EMBEDRT_EMBEDRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum embedrt_status {
+  EMBEDRT_OK = 0,
+  EMBEDRT_IO = 1,
+  EMBEDRT_NO_SPACE = 2,
+  EMBEDRT_ALREADY_EXISTS = 3,
+  EMBEDRT_NOT_FOUND = 4,
+  EMBEDRT_BAD_MAGIC = 5,
+  EMBEDRT_UNSUPPORTED_VERSION = 6,
+  EMBEDRT_MALFORMED = 7,
+  EMBEDRT_CHECKSUM_MISMATCH = 8,
+  EMBEDRT_INVALID_ARGUMENT = 9,
+  EMBEDRT_OUT_OF_RANGE = 10,
+  EMBEDRT_UNSUPPORTED = 11,
+  EMBEDRT_INTERNAL = 100 /* out of memory or another failure inside the library */
+} embedrt_status;
+
+typedef enum embedrt_output_dtype { EMBEDRT_OUT_F32 = 0, EMBEDRT_OUT_BF16 = 1, EMBEDRT_OUT_F16 = 2 } embedrt_output_dtype;
+
+typedef struct embedrt_error embedrt_error;
+typedef struct embedrt_model embedrt_model;
+typedef struct embedrt_embedder embedrt_embedder;
+
+/* One request: `num_ids` ids (int32 or int64) forming `sequences` sequences of equal length, or
+ * ragged ones when `sequence_offsets` (sequences + 1 values) is set. Positions come from
+ * `position_ids` (one per id) if set, else `start_positions` (one per sequence) if set, else
+ * `start`. `segment_ids` (one per id) may be NULL. Unused pointers must be NULL. */
+typedef struct embedrt_request {
+  const void* ids;
+  size_t num_ids;
+  int ids_are_int64;
+  size_t sequences;
+  const uint64_t* sequence_offsets;
+  const int64_t* position_ids;
+  const uint64_t* start_positions;
+  uint64_t start;
+  const int64_t* segment_ids;
+} embedrt_request;
+
+const char* embedrt_version(void);
+
+/* Errors. Every function taking `embedrt_error** error` stores a new error object there on
+ * failure when `error` is not NULL; free it with embedrt_error_free. */
+embedrt_status embedrt_error_code(const embedrt_error* error);
+const char* embedrt_error_message(const embedrt_error* error);
+void embedrt_error_free(embedrt_error* error);
+
+embedrt_status embedrt_model_open(const char* path, embedrt_model** model, embedrt_error** error);
+void embedrt_model_free(embedrt_model* model);
+uint64_t embedrt_model_dim(const embedrt_model* model);
+uint64_t embedrt_model_vocab_size(const embedrt_model* model);
+embedrt_status embedrt_model_verify(const embedrt_model* model, embedrt_error** error);
+
+/* `isa` is NULL (the best, or EMBEDRT_ISA) or one of "scalar", "sse4.2", "avx2", "avx512".
+ * The embedder keeps the model alive; the model handle may be freed right after. */
+embedrt_status embedrt_embedder_create(const embedrt_model* model, const char* isa, embedrt_embedder** embedder,
+                                       embedrt_error** error);
+void embedrt_embedder_free(embedrt_embedder* embedder);
+const char* embedrt_embedder_isa(const embedrt_embedder* embedder);
+
+/* `out` holds `out_elements` = num_ids * dim values of `out_dtype` (float, or uint16_t bits). */
+embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_request* request, void* out,
+                             size_t out_elements, embedrt_output_dtype out_dtype, embedrt_error** error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EMBEDRT_EMBEDRT_H */

@@ -1,0 +1,155 @@
+// The C API: a thin, exception-proof layer over the C++ API.
+#include "embedrt/embedrt.h"
+
+#include <new>
+#include <optional>
+#include <string>
+
+#include "embedrt/embedder.hpp"
+#include "embedrt/model.hpp"
+#include "embedrt/version.hpp"
+
+struct embedrt_error {
+  embedrt_status code;
+  std::string message;
+};
+struct embedrt_model {
+  embedrt::Model model;
+};
+struct embedrt_embedder {
+  embedrt::Embedder embedder;
+};
+
+namespace {
+
+static_assert(EMBEDRT_UNSUPPORTED == static_cast<int>(embedrt::ErrorCode::kUnsupported) &&
+                  EMBEDRT_MALFORMED == static_cast<int>(embedrt::ErrorCode::kMalformed),
+              "embedrt_status mirrors embedrt::ErrorCode");
+
+embedrt_status fail(embedrt_error** error, embedrt_status code, std::string message) noexcept {
+  if (error != nullptr) {
+    *error = new (std::nothrow) embedrt_error{code, std::string()};
+    if (*error != nullptr) {
+      try {
+        (*error)->message = std::move(message);
+      } catch (...) {
+      }
+    }
+  }
+  return code;
+}
+
+embedrt_status fail(embedrt_error** error, const embedrt::Error& e) noexcept {
+  return fail(error, static_cast<embedrt_status>(e.code()), e.message());
+}
+
+// Runs `body`, turning any exception (allocation failure) into EMBEDRT_INTERNAL.
+template <typename Body>
+embedrt_status guarded(embedrt_error** error, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(error, EMBEDRT_INTERNAL, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(error, EMBEDRT_INTERNAL, e.what());
+  } catch (...) {
+    return fail(error, EMBEDRT_INTERNAL, "unknown failure");
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* embedrt_version(void) { return embedrt::version(); }
+
+embedrt_status embedrt_error_code(const embedrt_error* error) { return error ? error->code : EMBEDRT_OK; }
+const char* embedrt_error_message(const embedrt_error* error) { return error ? error->message.c_str() : ""; }
+void embedrt_error_free(embedrt_error* error) { delete error; }
+
+embedrt_status embedrt_model_open(const char* path, embedrt_model** model, embedrt_error** error) {
+  return guarded(error, [&]() -> embedrt_status {
+    if (path == nullptr || model == nullptr) return fail(error, EMBEDRT_INVALID_ARGUMENT, "path and model must not be NULL");
+    *model = nullptr;
+    auto opened = embedrt::Model::open(path);
+    if (!opened) return fail(error, opened.error());
+    *model = new embedrt_model{std::move(*opened)};
+    return EMBEDRT_OK;
+  });
+}
+
+void embedrt_model_free(embedrt_model* model) { delete model; }
+uint64_t embedrt_model_dim(const embedrt_model* model) { return model ? model->model.dim() : 0; }
+uint64_t embedrt_model_vocab_size(const embedrt_model* model) { return model ? model->model.vocab_size() : 0; }
+
+embedrt_status embedrt_model_verify(const embedrt_model* model, embedrt_error** error) {
+  return guarded(error, [&]() -> embedrt_status {
+    if (model == nullptr) return fail(error, EMBEDRT_INVALID_ARGUMENT, "model must not be NULL");
+    if (embedrt::Status s = model->model.file().verify(); !s) return fail(error, s.error());
+    return EMBEDRT_OK;
+  });
+}
+
+embedrt_status embedrt_embedder_create(const embedrt_model* model, const char* isa, embedrt_embedder** embedder,
+                                       embedrt_error** error) {
+  return guarded(error, [&]() -> embedrt_status {
+    if (model == nullptr || embedder == nullptr) return fail(error, EMBEDRT_INVALID_ARGUMENT, "model and embedder must not be NULL");
+    *embedder = nullptr;
+    embedrt::EmbedderOptions options;
+    if (isa != nullptr) {
+      options.isa = embedrt::parse_isa(isa);
+      if (!options.isa) return fail(error, EMBEDRT_INVALID_ARGUMENT, std::string("unknown ISA '") + isa + "'");
+    }
+    auto created = embedrt::Embedder::create(model->model, options);
+    if (!created) return fail(error, created.error());
+    *embedder = new embedrt_embedder{std::move(*created)};
+    return EMBEDRT_OK;
+  });
+}
+
+void embedrt_embedder_free(embedrt_embedder* embedder) { delete embedder; }
+
+const char* embedrt_embedder_isa(const embedrt_embedder* embedder) {
+  return embedder ? embedrt::isa_name(embedder->embedder.isa()).data() : "";
+}
+
+embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_request* request, void* out,
+                             size_t out_elements, embedrt_output_dtype out_dtype, embedrt_error** error) {
+  return guarded(error, [&]() -> embedrt_status {
+    if (embedder == nullptr || request == nullptr || (out == nullptr && out_elements > 0) ||
+        (request->ids == nullptr && request->num_ids > 0)) {
+      return fail(error, EMBEDRT_INVALID_ARGUMENT, "embedder, request, ids and out must not be NULL");
+    }
+    const std::size_t n = request->num_ids;
+    embedrt::EmbedRequest r;
+    if (request->ids_are_int64) {
+      r.ids = std::span(static_cast<const std::int64_t*>(request->ids), n);
+    } else {
+      r.ids = std::span(static_cast<const std::int32_t*>(request->ids), n);
+    }
+    r.sequences = request->sequences;
+    if (request->sequence_offsets) r.sequence_offsets = {request->sequence_offsets, request->sequences + 1};
+    if (request->position_ids) r.position_ids = std::span(request->position_ids, n);
+    if (request->start_positions) r.start_positions = {request->start_positions, request->sequences};
+    r.start = request->start;
+    if (request->segment_ids) r.segment_ids = std::span(request->segment_ids, n);
+    embedrt::Status s;
+    switch (out_dtype) {
+      case EMBEDRT_OUT_F32:
+        s = embedder->embedder.embed(r, embedrt::OutputSpan(std::span(static_cast<float*>(out), out_elements)));
+        break;
+      case EMBEDRT_OUT_BF16:
+      case EMBEDRT_OUT_F16:
+        s = embedder->embedder.embed(r, embedrt::OutputSpan(std::span(static_cast<std::uint16_t*>(out), out_elements),
+                                                            out_dtype == EMBEDRT_OUT_BF16 ? embedrt::OutputDType::kBF16
+                                                                                          : embedrt::OutputDType::kF16));
+        break;
+      default:
+        return fail(error, EMBEDRT_INVALID_ARGUMENT, "unknown output dtype " + std::to_string(static_cast<int>(out_dtype)));
+    }
+    if (!s) return fail(error, s.error());
+    return EMBEDRT_OK;
+  });
+}
+
+}  // extern "C"

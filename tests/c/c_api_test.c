@@ -1,0 +1,112 @@
+/* The C API, used from C: open, verify, embed (int32/int64, ragged, bf16 output), and every
+ * failure path returning its status and message. usage: c_api_test MODEL.embt */
+#include <embedrt/embedrt.h>
+#include <stdio.h>
+#include <string.h>
+
+static int passed = 0, failed = 0;
+
+#define CHECK(condition)                                         \
+  do {                                                           \
+    if (condition) {                                             \
+      ++passed;                                                  \
+    } else {                                                     \
+      ++failed;                                                  \
+      fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #condition); \
+    }                                                            \
+  } while (0)
+
+static float expected(int id, int position, int j) { return (float)id + (float)j / 8.0f + 100.0f * (float)position; }
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  embedrt_error* error = NULL;
+  embedrt_model* model = NULL;
+
+  CHECK(embedrt_model_open("/nonexistent/model.embt", &model, &error) == EMBEDRT_NOT_FOUND);
+  CHECK(error != NULL && strstr(embedrt_error_message(error), "/nonexistent/model.embt") != NULL);
+  CHECK(embedrt_error_code(error) == EMBEDRT_NOT_FOUND);
+  embedrt_error_free(error);
+  error = NULL;
+  CHECK(embedrt_model_open(NULL, &model, NULL) == EMBEDRT_INVALID_ARGUMENT); /* NULL error pointer is fine */
+
+  if (embedrt_model_open(argv[1], &model, &error) != EMBEDRT_OK) {
+    fprintf(stderr, "open: %s\n", embedrt_error_message(error));
+    return 1;
+  }
+  CHECK(embedrt_model_dim(model) == 5);
+  CHECK(embedrt_model_vocab_size(model) == 10);
+  CHECK(embedrt_model_verify(model, NULL) == EMBEDRT_OK);
+
+  embedrt_embedder* embedder = NULL;
+  CHECK(embedrt_embedder_create(model, "avx9", &embedder, &error) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(embedrt_error_message(error), "avx9") != NULL);
+  embedrt_error_free(error);
+  error = NULL;
+  CHECK(embedrt_embedder_create(model, "scalar", &embedder, NULL) == EMBEDRT_OK);
+  CHECK(strcmp(embedrt_embedder_isa(embedder), "scalar") == 0);
+  embedrt_embedder_free(embedder);
+  CHECK(embedrt_embedder_create(model, NULL, &embedder, NULL) == EMBEDRT_OK);
+  embedrt_model_free(model); /* the embedder keeps the mapping alive */
+
+  /* Two sequences of three int32 ids, starting at position 2. */
+  const int32_t ids32[6] = {3, 1, 4, 1, 5, 9};
+  float out[6 * 5];
+  embedrt_request request;
+  memset(&request, 0, sizeof request);
+  request.ids = ids32;
+  request.num_ids = 6;
+  request.sequences = 2;
+  request.start = 2;
+  CHECK(embedrt_embed(embedder, &request, out, 30, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
+  int exact = 1;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 5; ++j) exact &= out[i * 5 + j] == expected(ids32[i], 2 + i % 3, j);
+  CHECK(exact);
+
+  /* Ragged int64: lengths 1 and 5, per-sequence starts 7 and 0. */
+  const int64_t ids64[6] = {9, 0, 1, 2, 3, 4};
+  const uint64_t offsets[3] = {0, 1, 6}, starts[2] = {7, 0};
+  memset(&request, 0, sizeof request);
+  request.ids = ids64;
+  request.ids_are_int64 = 1;
+  request.num_ids = 6;
+  request.sequences = 2;
+  request.sequence_offsets = offsets;
+  request.start_positions = starts;
+  CHECK(embedrt_embed(embedder, &request, out, 30, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
+  CHECK(out[0] == expected(9, 7, 0));
+  CHECK(out[5 * 5 + 4] == expected(4, 4, 4));
+
+  /* bf16 output: token 5 is id 4 at position 4, element 0: 4 + 400 = 404.0f = 0x43ca0000, exact. */
+  uint16_t bits[30];
+  CHECK(embedrt_embed(embedder, &request, bits, 30, EMBEDRT_OUT_BF16, NULL) == EMBEDRT_OK);
+  CHECK(bits[5 * 5] == 0x43ca);
+
+  /* Failures: an id past the vocabulary, a position past the table, a wrong output size. */
+  const int64_t bad[2] = {1, 10};
+  memset(&request, 0, sizeof request);
+  request.ids = bad;
+  request.ids_are_int64 = 1;
+  request.num_ids = 2;
+  request.sequences = 1;
+  float before = out[0];
+  CHECK(embedrt_embed(embedder, &request, out, 10, EMBEDRT_OUT_F32, &error) == EMBEDRT_OUT_OF_RANGE);
+  CHECK(error != NULL && strcmp(embedrt_error_message(error), "sequence 0, position 1: id 10 is out of range [0, 10)") == 0);
+  CHECK(out[0] == before); /* nothing written */
+  embedrt_error_free(error);
+  error = NULL;
+  request.ids = ids64;
+  request.start = 7;
+  CHECK(embedrt_embed(embedder, &request, out, 10, EMBEDRT_OUT_F32, &error) == EMBEDRT_OUT_OF_RANGE);
+  CHECK(error != NULL && strstr(embedrt_error_message(error), "position 8 is past the limit of 8 positions") != NULL);
+  embedrt_error_free(error);
+  error = NULL;
+  CHECK(embedrt_embed(embedder, &request, out, 9, EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(embedrt_embed(embedder, NULL, out, 9, EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(embedrt_embed(embedder, &request, out, 10, (embedrt_output_dtype)7, NULL) == EMBEDRT_INVALID_ARGUMENT);
+
+  embedrt_embedder_free(embedder);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
