@@ -8,9 +8,9 @@ packages=(
   # build
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   # libraries the project links
-  libxsimd-dev libtbb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libdeflate-dev
+  libxsimd-dev libtbb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libdeflate-dev libcpp-httplib-dev
   # tests and benchmarks
-  doctest-dev libbenchmark-dev
+  doctest-dev libbenchmark-dev wrk
   # PyTorch for parity tests and comparisons (runs as /usr/bin/python3; never needed at run time)
   python3-torch python3-numpy python3-matplotlib python3-xxhash
 )

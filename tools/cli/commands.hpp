@@ -19,5 +19,6 @@ Runner add_verify_command(CLI::App& app);
 Runner add_embed_command(CLI::App& app);
 Runner add_convert_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
+Runner add_serve_command(CLI::App& app);
 
 }  // namespace embedrt::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   const Runner embed = add_embed_command(app);
   const Runner convert = add_convert_command(app);
   const Runner bench = add_bench_command(app);
+  const Runner serve = add_serve_command(app);
 
   // CLI11 would only say "a subcommand is required"; name the word it did not know.
   const auto known = [&app](const std::string& word) {
@@ -50,5 +51,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("embed")) return embed();
   if (app.got_subcommand("convert")) return convert();
   if (app.got_subcommand("bench")) return bench();
+  if (app.got_subcommand("serve")) return serve();
   return kExitUsage;
 }

@@ -1,0 +1,228 @@
+#include "kserve_protocol.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace embedrt::serve {
+namespace {
+
+using nlohmann::json;
+
+Error bad(const std::string& message) { return Error(ErrorCode::kInvalidArgument, message); }
+
+// Appends the integers of `data` (flat or nested arrays, as KServe allows) to `out`.
+Status flatten(const json& data, std::vector<std::int64_t>& out, const std::string& where, int depth = 0) {
+  if (depth > 8) return bad(where + ": data nests deeper than 8 levels");
+  if (data.is_array()) {
+    for (const json& item : data) {
+      if (Status s = flatten(item, out, where, depth + 1); !s) return s;
+    }
+    return {};
+  }
+  if (data.is_number_integer()) {
+    out.push_back(data.is_number_unsigned() && data.get<std::uint64_t>() > INT64_MAX ? INT64_MAX : data.get<std::int64_t>());
+    return {};
+  }
+  return bad(where + ": data holds " + std::string(data.type_name()) + " values, expected integers");
+}
+
+struct Tensor {
+  std::string name, datatype;
+  std::vector<std::int64_t> shape, data;
+};
+
+// One input tensor, from JSON `data` or from the binary section at `binary_offset`.
+Result<Tensor> read_tensor(const json& input, std::size_t index, std::string_view binary, std::size_t& binary_offset) {
+  std::string where = "inputs[" + std::to_string(index) + "]";
+  if (!input.is_object() || !input.contains("name") || !input["name"].is_string()) return bad(where + ": needs a \"name\" string");
+  Tensor t;
+  t.name = input["name"].get<std::string>();
+  where += " '" + t.name + "'";
+  if (!input.contains("datatype") || !input["datatype"].is_string()) return bad(where + ": needs a \"datatype\" string");
+  t.datatype = input["datatype"].get<std::string>();
+  if (t.datatype != "INT64" && t.datatype != "INT32") return bad(where + ": datatype " + t.datatype + " is not INT32 or INT64");
+  if (!input.contains("shape") || !input["shape"].is_array()) return bad(where + ": needs a \"shape\" array");
+  std::uint64_t count = 1;
+  for (const json& d : input["shape"]) {
+    if (!d.is_number_integer() || d.get<std::int64_t>() < 0) return bad(where + ": shape holds a value that is not a non-negative integer");
+    const auto size = static_cast<std::uint64_t>(d.get<std::int64_t>());
+    if (__builtin_mul_overflow(count, size, &count) || count > (std::uint64_t{1} << 32)) return bad(where + ": shape is too large");
+    t.shape.push_back(static_cast<std::int64_t>(size));
+  }
+  const json* parameters = input.contains("parameters") ? &input["parameters"] : nullptr;
+  if (parameters != nullptr && parameters->is_object() && parameters->contains("binary_data_size")) {
+    const json& size_json = (*parameters)["binary_data_size"];
+    const std::uint64_t element = t.datatype == "INT64" ? 8 : 4;
+    if (!size_json.is_number_unsigned() || size_json.get<std::uint64_t>() != count * element) {
+      return bad(where + ": binary_data_size must be " + std::to_string(count * element) + " bytes for shape and datatype");
+    }
+    const std::uint64_t size = size_json.get<std::uint64_t>();
+    if (size > binary.size() - binary_offset) return bad(where + ": binary data runs past the end of the body");
+    t.data.resize(count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (element == 8) {
+        std::memcpy(&t.data[i], binary.data() + binary_offset + 8 * i, 8);
+      } else {
+        std::int32_t v;
+        std::memcpy(&v, binary.data() + binary_offset + 4 * i, 4);
+        t.data[i] = v;
+      }
+    }
+    binary_offset += size;
+  } else {
+    if (!input.contains("data")) return bad(where + ": needs \"data\" (or parameters.binary_data_size)");
+    if (Status s = flatten(input["data"], t.data, where); !s) return std::move(s).error();
+    if (t.data.size() != count) {
+      return bad(where + ": shape holds " + std::to_string(count) + " values but data has " + std::to_string(t.data.size()));
+    }
+    if (t.datatype == "INT32") {
+      for (std::int64_t v : t.data) {
+        if (v < INT32_MIN || v > INT32_MAX) return bad(where + ": value " + std::to_string(v) + " does not fit INT32");
+      }
+    }
+  }
+  return t;
+}
+
+void append_float(std::string& out, float v) {
+  if (std::isnan(v)) {
+    out += "NaN";
+  } else if (std::isinf(v)) {
+    out += v > 0 ? "Infinity" : "-Infinity";
+  } else {
+    char buffer[32];
+    const auto r = std::to_chars(buffer, buffer + sizeof buffer, v);
+    out.append(buffer, r.ptr);
+  }
+}
+
+}  // namespace
+
+Result<InferRequest> parse_infer_request(std::string_view body, std::optional<std::uint64_t> header_length,
+                                         std::uint64_t max_tokens) {
+  std::string_view header_text = body, binary;
+  if (header_length) {
+    if (*header_length > body.size()) {
+      return bad("Inference-Header-Content-Length " + std::to_string(*header_length) + " is longer than the body (" +
+                 std::to_string(body.size()) + " bytes)");
+    }
+    header_text = body.substr(0, *header_length);
+    binary = body.substr(*header_length);
+  }
+  json doc;
+  try {
+    doc = json::parse(header_text);
+  } catch (const std::exception& e) {
+    return bad(std::string("body is not valid JSON: ") + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("inputs") || !doc["inputs"].is_array()) return bad("body needs an \"inputs\" array");
+  InferRequest r;
+  if (doc.contains("id") && doc["id"].is_string()) r.id = doc["id"].get<std::string>();
+  std::size_t binary_offset = 0;
+  const Tensor* ids = nullptr;
+  std::vector<Tensor> tensors;
+  tensors.reserve(doc["inputs"].size());
+  for (std::size_t i = 0; i < doc["inputs"].size(); ++i) {
+    auto t = read_tensor(doc["inputs"][i], i, binary, binary_offset);
+    if (!t) return std::move(t).error();
+    tensors.push_back(std::move(*t));
+  }
+  if (binary_offset != binary.size()) {
+    return bad(std::to_string(binary.size() - binary_offset) + " bytes of binary data are not claimed by any input");
+  }
+  for (const Tensor& t : tensors) {
+    if (t.name == "input_ids") ids = &t;
+  }
+  if (ids == nullptr) return bad("inputs: no \"input_ids\" tensor");
+  if (ids->shape.size() != 2) return bad("inputs 'input_ids': shape must be [batch, length]");
+  r.batch = static_cast<std::uint64_t>(ids->shape[0]);
+  r.length = static_cast<std::uint64_t>(ids->shape[1]);
+  if (r.batch * r.length > max_tokens) {
+    return bad("inputs 'input_ids': " + std::to_string(r.batch * r.length) + " tokens exceed --max-batch-tokens " +
+               std::to_string(max_tokens));
+  }
+  r.ids = ids->data;
+  for (const Tensor& t : tensors) {
+    if (&t == ids) continue;
+    if (t.name == "position_start") {
+      if (t.shape.size() != 1 || static_cast<std::uint64_t>(t.shape[0]) != r.batch) {
+        return bad("inputs 'position_start': shape must be [" + std::to_string(r.batch) + "], one start per sequence");
+      }
+      for (std::int64_t v : t.data) {
+        if (v < 0) return bad("inputs 'position_start': negative start " + std::to_string(v));
+        r.starts.push_back(static_cast<std::uint64_t>(v));
+      }
+    } else if (t.name == "token_type_ids") {
+      if (t.shape != ids->shape) return bad("inputs 'token_type_ids': shape must equal input_ids' shape");
+      r.segments = t.data;
+    } else {
+      return bad("inputs '" + t.name + "': unknown input (expected input_ids, position_start, token_type_ids)");
+    }
+  }
+  // Binary output when any requested output asks for it (Triton's extension) or the request does.
+  const auto wants_binary = [](const json& parameters) {
+    return parameters.is_object() && parameters.contains("binary_data") && parameters["binary_data"].is_boolean() &&
+           parameters["binary_data"].get<bool>();
+  };
+  if (doc.contains("parameters")) {
+    const json& p = doc["parameters"];
+    if (p.is_object() && p.contains("binary_data_output") && p["binary_data_output"].is_boolean()) {
+      r.binary_output = p["binary_data_output"].get<bool>();
+    }
+  }
+  if (doc.contains("outputs") && doc["outputs"].is_array()) {
+    for (const json& o : doc["outputs"]) {
+      if (o.is_object() && o.contains("name") && o["name"] != "embeddings") {
+        return bad("outputs: unknown output " + o["name"].dump() + " (the model has \"embeddings\")");
+      }
+      if (o.is_object() && o.contains("parameters") && wants_binary(o["parameters"])) r.binary_output = true;
+    }
+  }
+  return r;
+}
+
+InferResponse make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
+                                  const std::vector<float>& embeddings) {
+  std::string head = R"({"model_name":)" + json(model).dump() + R"(,"model_version":"1")";
+  if (!request.id.empty()) head += R"(,"id":)" + json(request.id).dump();
+  head += R"(,"outputs":[{"name":"embeddings","datatype":"FP32","shape":[)" + std::to_string(request.batch) + "," +
+          std::to_string(request.length) + "," + std::to_string(dim) + "]";
+  InferResponse response;
+  if (request.binary_output) {
+    const std::size_t bytes = embeddings.size() * sizeof(float);
+    head += R"(,"parameters":{"binary_data_size":)" + std::to_string(bytes) + "}}]}";
+    response.header_length = head.size();
+    response.body = std::move(head);
+    response.body.append(reinterpret_cast<const char*>(embeddings.data()), bytes);
+    return response;
+  }
+  std::string body = std::move(head);
+  body.reserve(body.size() + embeddings.size() * 12 + 16);
+  body += R"(,"data":[)";
+  for (std::size_t i = 0; i < embeddings.size(); ++i) {
+    if (i) body += ',';
+    append_float(body, embeddings[i]);
+  }
+  body += "]}]}";
+  response.body = std::move(body);
+  return response;
+}
+
+std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments) {
+  json inputs = json::array({
+      {{"name", "input_ids"}, {"datatype", "INT64"}, {"shape", {-1, -1}}},
+      {{"name", "position_start"}, {"datatype", "INT64"}, {"shape", {-1}}, {"optional", true}},
+  });
+  if (has_segments) inputs.push_back({{"name", "token_type_ids"}, {"datatype", "INT64"}, {"shape", {-1, -1}}, {"optional", true}});
+  const json doc = {{"name", model}, {"versions", {"1"}}, {"platform", "embedrt"},
+                    {"inputs", inputs},
+                    {"outputs", json::array({{{"name", "embeddings"}, {"datatype", "FP32"},
+                                              {"shape", {-1, -1, static_cast<std::int64_t>(dim)}}}})}};
+  return doc.dump();
+}
+
+std::string error_json(const std::string& message) { return json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace embedrt::serve

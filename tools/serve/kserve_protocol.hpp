@@ -1,0 +1,42 @@
+// The subset of the Open Inference Protocol (KServe v2) an embedding model needs: JSON requests
+// and responses, and the binary tensor extension (a JSON header of Inference-Header-Content-Length
+// bytes followed by raw little-endian tensors) for clients that care about speed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "embedrt/error.hpp"
+
+namespace embedrt::serve {
+
+struct InferRequest {
+  std::string id;                     // echoed back when given
+  std::vector<std::int64_t> ids;      // input_ids, row-major [batch, length]
+  std::uint64_t batch = 0, length = 0;
+  std::vector<std::uint64_t> starts;  // position_start, one per sequence (empty: 0)
+  std::vector<std::int64_t> segments; // token_type_ids, like ids (empty: none)
+  bool binary_output = false;
+};
+
+// `header_length`: the Inference-Header-Content-Length header when present (binary mode).
+// Errors are kInvalidArgument with a message naming the input and the problem.
+Result<InferRequest> parse_infer_request(std::string_view body, std::optional<std::uint64_t> header_length,
+                                         std::uint64_t max_tokens);
+
+// JSON body of a response (floats written to round-trip float32 exactly), or, in binary mode,
+// the JSON header whose length goes in Inference-Header-Content-Length followed by the raw floats.
+struct InferResponse {
+  std::string body;
+  std::optional<std::uint64_t> header_length;
+};
+InferResponse make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
+                                  const std::vector<float>& embeddings);
+
+std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments);
+std::string error_json(const std::string& message);
+
+}  // namespace embedrt::serve
