@@ -1,0 +1,287 @@
+"""`embedrt serve` over real HTTP on loopback.
+
+usage: /usr/bin/python3 test_server.py EMBEDRT_CLI TOOLS_PYTHON_DIR
+"""
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+CLI = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from embt_writer import write_embt  # noqa: E402
+
+passed = failed = 0
+lock = threading.Lock()
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    with lock:
+        if ok:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {name}: {detail}", flush=True)
+
+
+VOCAB, DIM, CONTEXT, TYPES = 100, 16, 32, 2
+
+
+def tables(seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((VOCAB, DIM), dtype=np.float32), rng.standard_normal((CONTEXT, DIM), dtype=np.float32),
+            rng.standard_normal((TYPES, DIM), dtype=np.float32))
+
+
+def write_model(path, seed):
+    """Writes atomically (temp + rename), as a user replacing a served file should."""
+    tok, pos, seg = tables(seed)
+    write_embt(path, [("tok", "token", "f32", tok), ("seg", "segment", "f32", seg), ("pos", "position", "f32", pos)],
+               {"model.family": "bert", "position.kind": "learned", "context_length": CONTEXT})
+
+
+def expected(seed, ids, starts=None, segments=None):
+    tok, pos, seg = tables(seed)
+    ids = np.asarray(ids)
+    B, L = ids.shape
+    starts = np.zeros(B, dtype=np.int64) if starts is None else np.asarray(starts)
+    segments = np.zeros_like(ids) if segments is None else np.asarray(segments)
+    positions = starts[:, None] + np.arange(L)[None, :]
+    return (tok[ids] + seg[segments]) + pos[positions]  # the order of FORMAT.md section 7
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, model, *extra):
+        self.port = free_port()
+        self.proc = subprocess.Popen([CLI, "serve", model, "--port", str(self.port), *extra],
+                                     stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                if self.get("/v2/health/ready")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not become ready")
+
+    def request(self, method, path, body=None, headers=None):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=body, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), dict(e.headers)
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def infer(self, doc, name="model"):
+        status, body, _ = self.request("POST", f"/v2/models/{name}/infer", json.dumps(doc).encode(),
+                                       {"Content-Type": "application/json"})
+        return status, json.loads(body)
+
+
+def ids_input(ids, datatype="INT64"):
+    ids = np.asarray(ids)
+    return {"name": "input_ids", "shape": list(ids.shape), "datatype": datatype, "data": ids.flatten().tolist()}
+
+
+def embeddings(doc):
+    out = doc["outputs"][0]
+    return np.array(out["data"], dtype=np.float64).astype(np.float32).reshape(out["shape"])
+
+
+def test_endpoints(server, seed):
+    status, body, _ = server.get("/v2/health/live")
+    check("live", status == 200 and json.loads(body)["live"] is True, body)
+    status, body, _ = server.get("/v2/models/model")
+    meta = json.loads(body)
+    check("metadata", status == 200 and meta["name"] == "model" and meta["outputs"][0]["shape"] == [-1, -1, DIM] and
+          [i["name"] for i in meta["inputs"]] == ["input_ids", "position_start", "token_type_ids"], body)
+    ids = [[1, 2, 3], [97, 98, 99]]
+    status, doc = server.infer({"id": "r1", "inputs": [ids_input(ids)]})
+    check("infer JSON", status == 200 and doc["id"] == "r1" and doc["outputs"][0]["datatype"] == "FP32" and
+          np.array_equal(embeddings(doc), expected(seed, ids)), doc if status != 200 else "values differ")
+    segments, starts = [[0, 1, 1], [1, 0, 1]], [4, 29]
+    status, doc = server.infer({"inputs": [ids_input(ids, "INT32"),
+                                           {"name": "position_start", "shape": [2], "datatype": "INT64", "data": starts},
+                                           {"name": "token_type_ids", "shape": [2, 3], "datatype": "INT64", "data": segments}]})
+    check("infer with starts and token types", status == 200 and
+          np.array_equal(embeddings(doc), expected(seed, ids, starts, segments)), doc)
+    # Binary tensor extension: a JSON header, then raw little-endian tensors, both ways.
+    header = json.dumps({"inputs": [{"name": "input_ids", "shape": [2, 3], "datatype": "INT64",
+                                     "parameters": {"binary_data_size": 48}}],
+                         "outputs": [{"name": "embeddings", "parameters": {"binary_data": True}}]}).encode()
+    body = header + np.asarray(ids, dtype="<i8").tobytes()
+    status, raw, headers = server.request("POST", "/v2/models/model/infer", body,
+                                          {"Inference-Header-Content-Length": str(len(header))})
+    n = int(headers.get("Inference-Header-Content-Length", -1))
+    ok = status == 200 and n > 0
+    if ok:
+        head = json.loads(raw[:n])
+        values = np.frombuffer(raw[n:], dtype="<f4").reshape(head["outputs"][0]["shape"])
+        ok = np.array_equal(values, expected(seed, ids))
+    check("binary mode", ok, raw[:200])
+
+
+def test_bad_requests(server):
+    cases = [
+        (b"{not json", 400, "body is not valid JSON"),
+        (json.dumps({"inputs": []}).encode(), 400, 'no \\"input_ids\\" tensor'),
+        (json.dumps({"inputs": [{"name": "input_ids", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]}).encode(),
+         400, "datatype FP32 is not INT32 or INT64"),
+        (json.dumps({"inputs": [ids_input([[1, 2]]) | {"shape": [1, 3]}]}).encode(), 400,
+         "shape holds 3 values but data has 2"),
+        (json.dumps({"inputs": [ids_input([1, 2])]}).encode(), 400, "shape must be [batch, length]"),
+        (json.dumps({"inputs": [ids_input([[1, 200]])]}).encode(), 400,
+         "input_ids: sequence 0, position 1: id 200 is out of range [0, 100)"),
+        (json.dumps({"inputs": [ids_input([[1, -3]])]}).encode(), 400, "id -3 is out of range"),
+        (json.dumps({"inputs": [ids_input([[1, 2]]), {"name": "position_start", "shape": [1], "datatype": "INT64",
+                                                     "data": [31]}]}).encode(), 400,
+         "position_start: sequence 0, position 1: position 32 is past the limit of 32 positions"),
+        (json.dumps({"inputs": [ids_input([[1, 2]]), {"name": "token_type_ids", "shape": [1, 2], "datatype": "INT64",
+                                                     "data": [0, 5]}]}).encode(), 400,
+         "token_type_ids: sequence 0, position 1: segment 5 is out of range [0, 2)"),
+        (json.dumps({"inputs": [ids_input([[1] * 3000])]}).encode(), 400, "exceed --max-batch-tokens 2048"),
+        (json.dumps({"inputs": [ids_input([[1, 2]]) | {"name": "mystery"}, ids_input([[1, 2]])]}).encode(), 400,
+         "unknown input"),
+        (b"x" * 300000, 413, "larger than the configured limit"),
+    ]
+    for body, status, needle in cases:
+        got, raw, _ = server.request("POST", "/v2/models/model/infer", body, {"Content-Type": "application/json"})
+        check(f"bad request -> {status}: {needle}", got == status and needle in raw.decode(errors="replace"),
+              f"{got} {raw[:200]!r}")
+    got, raw, _ = server.request("POST", "/v2/models/other/infer", b"{}")
+    check("unknown model -> 404", got == 404 and b"not served here" in raw, raw)
+
+
+def test_concurrency(server, seed):
+    def worker(k):
+        rng = np.random.default_rng(k)
+        for _ in range(20):
+            ids = rng.integers(0, VOCAB, (2, 5))
+            status, doc = server.infer({"inputs": [ids_input(ids)]})
+            check(f"concurrent request {k}", status == 200 and np.array_equal(embeddings(doc), expected(seed, ids)),
+                  "a response does not match its own request")
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+
+
+def test_reload(server, model):
+    ids = [[5, 6, 7]]
+    write_model(model, 2)
+    server.proc.send_signal(signal.SIGHUP)
+    deadline, ok = time.time() + 10, False
+    while time.time() < deadline and not ok:
+        status, doc = server.infer({"inputs": [ids_input(ids)]})
+        ok = status == 200 and np.array_equal(embeddings(doc), expected(2, ids))
+        time.sleep(0.05)
+    check("SIGHUP swaps in the replaced file", ok)
+    # A damaged replacement is refused; the previous model keeps serving.
+    with open(model, "rb") as f:
+        data = bytearray(f.read())
+    data[8192 + 10] ^= 0xFF  # a byte of table data: caught by the checksums
+    with open(model + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(model + ".tmp", model)
+    status, body, _ = server.request("POST", "/v2/repository/models/model/load", b"")
+    check("load endpoint refuses a damaged file", status == 400 and b"checksum" in body, body)
+    server.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    status, doc = server.infer({"inputs": [ids_input(ids)]})
+    check("the old model keeps serving", status == 200 and np.array_equal(embeddings(doc), expected(2, ids)))
+    write_model(model, 3)
+    status, body, _ = server.request("POST", "/v2/repository/models/model/load", b"")
+    status2, doc = server.infer({"inputs": [ids_input(ids)]})
+    check("load endpoint swaps a good file", status == 200 and np.array_equal(embeddings(doc), expected(3, ids)), body)
+    # Reloads under load: every response is entirely one generation's, never a mix.
+    stop = threading.Event()
+    seen = set()
+
+    def client():
+        while not stop.is_set():
+            status, doc = server.infer({"inputs": [ids_input(ids)]})
+            got = embeddings(doc) if status == 200 else None
+            match = [s for s in (3, 4) if got is not None and np.array_equal(got, expected(s, ids))]
+            check("response during reloads is one whole model", len(match) == 1, status)
+            seen.update(match)
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    [t.start() for t in threads]
+    for k in range(6):
+        write_model(model, 3 + (k + 1) % 2)
+        server.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.15)
+    stop.set()
+    [t.join() for t in threads]
+    check("both generations served during reloads", seen == {3, 4}, seen)
+    status, body, _ = server.get("/metrics")
+    text = body.decode()
+    check("metrics", status == 200 and 'embedrt_requests_total{model="model"}' in text and
+          "embedrt_request_duration_seconds_bucket" in text and 'embedrt_failed_reloads_total{model="model"} 2' in text,
+          text[:500])
+
+
+def test_sigterm(server):
+    # A request truly in flight: headers and half the body sent, then SIGTERM, then the rest.
+    ids = [[1, 2, 3]]
+    body = json.dumps({"inputs": [ids_input(ids)]}).encode()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+    sock.sendall(b"POST /v2/models/model/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:10])
+    time.sleep(0.3)
+    server.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    check("SIGTERM: the server waits for the in-flight request", server.proc.poll() is None)
+    sock.sendall(body[10:])
+    response = b""
+    while chunk := sock.recv(65536):
+        response += chunk
+    sock.close()
+    check("SIGTERM: in-flight request finishes", response.startswith(b"HTTP/1.1 200"), response[:100])
+    code = server.proc.wait(timeout=20)
+    check("SIGTERM: exit 0", code == 0, code)
+    try:
+        socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
+        check("SIGTERM: no longer accepting", False)
+    except OSError:
+        check("SIGTERM: no longer accepting", True)
+
+
+with tempfile.TemporaryDirectory() as work:
+    model = os.path.join(work, "model.embt")
+    write_model(model, 1)
+    server = Server(model, "--max-batch-tokens", "2048", "--max-body-bytes", "200000", "--threads", "8")
+    try:
+        for test in (lambda: test_endpoints(server, 1), lambda: test_bad_requests(server),
+                     lambda: test_concurrency(server, 1), lambda: test_reload(server, model), lambda: test_sigterm(server)):
+            try:
+                test()
+            except Exception as e:
+                check("test raised", False, repr(e))
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+    r = subprocess.run([CLI, "serve", os.path.join(work, "missing.embt"), "--port", str(free_port())],
+                       capture_output=True, text=True, timeout=20)
+    check("a missing model exits 1 with a message", r.returncode == 1 and "missing.embt" in r.stderr, r.stderr)
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
