@@ -162,11 +162,14 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
       for (NonTemporal nt : {NonTemporal::kNever, NonTemporal::kAlways}) {
         // inline_bytes 0 sends even these small requests through the parallel path.
         for (std::size_t inline_bytes : {std::size_t{1} << 30, std::size_t{0}}) {
-          auto embedder = Embedder::create(model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes});
+         for (bool position_major : {true, false}) {
+          auto embedder = Embedder::create(model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes,
+                                                   .position_major = position_major});
           REQUIRE(embedder);
           CAPTURE(isa_name(isa));
           CAPTURE(b.name);
           CAPTURE(inline_bytes);
+          CAPTURE(position_major);
           std::vector<float> got(want.size(), -99.0f);
           REQUIRE(embedder->embed(request, OutputSpan(got)));
           int mismatches = 0;
@@ -192,6 +195,7 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
             CAPTURE(static_cast<int>(od));
             CHECK(bad == 0);
           }
+         }
         }
       }
     }
