@@ -223,24 +223,18 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
     case NonTemporal::kAuto: a.nontemporal = out_bytes > 2 * llc_bytes_; break;
   }
   const kernels::RangeKernel kernel = kernels_for(isa_).get(token.dtype, out.dtype());
-  // Several sequences sharing one start: walk position-major, so each position row is fetched
-  // once per request instead of once per sequence.
-  a.position_major = options_.position_major && a.position != nullptr && a.offsets == nullptr &&
-                     a.position_ids.empty() && a.starts == nullptr && r.sequences > 1 && length > 1;
-  const std::uint64_t units = a.position_major ? length : n;  // what a kernel range counts
-  const std::uint64_t tokens_per_unit = a.position_major ? r.sequences : 1;
 
   if (out_bytes <= options_.inline_bytes) {
-    kernel(a, 0, units);  // small requests: no task overhead
+    kernel(a, 0, n);  // small requests: no task overhead
     return {};
   }
-  // Chunks of about 128 KiB of output: large enough to amortize a task, small enough to balance
-  // the load and to keep a chunk's rows within L2 while they are written.
+  // Contiguous chunks of about 128 KiB of output: large enough to amortize a task, small enough
+  // to balance the load and to keep a chunk's rows within L2 while they are written.
   const std::uint64_t row_out = out_bytes / n;
-  const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / row_out / tokens_per_unit);
+  const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / row_out);
   const auto run = [&] {
     EMBEDRT_TSAN_RELEASE(&a);
-    tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, units, grain),
+    tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, n, grain),
                       [&](const tbb::blocked_range<std::uint64_t>& range) {
                         EMBEDRT_TSAN_ACQUIRE(&a);
                         kernel(a, range.begin(), range.end());

@@ -162,14 +162,11 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
       for (NonTemporal nt : {NonTemporal::kNever, NonTemporal::kAlways}) {
         // inline_bytes 0 sends even these small requests through the parallel path.
         for (std::size_t inline_bytes : {std::size_t{1} << 30, std::size_t{0}}) {
-         for (bool position_major : {true, false}) {
-          auto embedder = Embedder::create(model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes,
-                                                   .position_major = position_major});
+          auto embedder = Embedder::create(model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes});
           REQUIRE(embedder);
           CAPTURE(isa_name(isa));
           CAPTURE(b.name);
           CAPTURE(inline_bytes);
-          CAPTURE(position_major);
           std::vector<float> got(want.size(), -99.0f);
           REQUIRE(embedder->embed(request, OutputSpan(got)));
           int mismatches = 0;
@@ -195,7 +192,6 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
             CAPTURE(static_cast<int>(od));
             CHECK(bad == 0);
           }
-         }
         }
       }
     }

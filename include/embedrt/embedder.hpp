@@ -101,7 +101,6 @@ struct EmbedderOptions {
   tbb::task_arena* arena = nullptr;           // run inside this arena; the default arena otherwise
   NonTemporal nontemporal = NonTemporal::kAuto;
   std::size_t inline_bytes = 256 * 1024;      // requests writing less run on the calling thread
-  bool position_major = true;                 // uniform batches: reuse each position row across sequences
 };
 
 class Embedder {

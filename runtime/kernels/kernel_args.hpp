@@ -46,9 +46,6 @@ struct KernelArgs {
 
   void* out = nullptr;
   bool nontemporal = false;
-  // Uniform batches with one start: the range passed to a kernel is a range of positions, and
-  // each position's row is fetched once and used for all `sequences` (kept hot in L1).
-  bool position_major = false;
 };
 
 // Embeds tokens [begin, end) of a request.

@@ -265,51 +265,8 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   if (stream) Traits::fence();
 }
 
-// Position-major order for uniform batches: positions [begin, end) x every sequence. Token (b, t)
-// is ids[b * length + t] and writes output row b * length + t.
-template <DType TD, OutputDType OD, bool kNorm>
-void embed_positions(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
-  const std::uint64_t dim = a.dim, batch = a.sequences, length = a.length;
-  const std::uint64_t out_row_bytes = dim * out_size(OD);
-  const std::uint64_t table_row_bytes = TD == DType::kF32 ? 4 * dim : TD == DType::kInt8Rowwise ? dim + 8 : 2 * dim;
-  std::byte* const out_base = static_cast<std::byte*>(a.out);
-  const bool stream = !kNorm && a.nontemporal && Traits::kCanStream &&
-                      reinterpret_cast<std::uintptr_t>(out_base) % out_size(OD) == 0;
-  alignas(64) float stage[kNorm ? kMaxNormDim : 1];
-  const std::uint64_t steps = (end - begin) * batch;
-  for (std::uint64_t k = 0; k < steps; ++k) {
-    if (k + kPrefetchDistance < steps) {
-      const std::uint64_t ahead = k + kPrefetchDistance;
-      const std::uint64_t i_ahead = (ahead % batch) * length + begin + ahead / batch;
-      prefetch_row<TD>(a.token + id_at(a.ids, i_ahead) * a.token_stride, table_row_bytes);
-    }
-    const std::uint64_t t = begin + k / batch, i = (k % batch) * length + t;
-    const std::byte* tok = a.token + id_at(a.ids, i) * a.token_stride;
-    const std::byte* seg = nullptr;
-    if (a.segment != nullptr) {
-      seg = a.segment + (a.segment_ids.empty() ? 0 : id_at(a.segment_ids, i)) * a.segment_stride;
-    }
-    const std::byte* pos = a.position + (a.start + t + a.position_offset) * a.position_stride;
-    std::byte* out = out_base + i * out_row_bytes;
-    if constexpr (kNorm) {
-      embed_row_norm<TD, OD>(a, tok, seg, pos, out, stage);
-    } else {
-      embed_row<TD, OD>(a, tok, seg, pos, out, stream);
-    }
-  }
-  if (stream) Traits::fence();
-}
-
 template <DType TD, OutputDType OD>
 void embed_range(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
-  if (a.position_major) {
-    if (a.norm_weight != nullptr) {
-      embed_positions<TD, OD, true>(a, begin, end);
-    } else {
-      embed_positions<TD, OD, false>(a, begin, end);
-    }
-    return;
-  }
   if (a.norm_weight != nullptr) {
     embed_tokens<TD, OD, true>(a, begin, end);
   } else {
