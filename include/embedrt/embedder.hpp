@@ -91,7 +91,7 @@ struct EmbedRequest {
 };
 
 enum class NonTemporal {
-  kAuto,    // stream stores when the output is far larger than the last-level cache
+  kAuto,    // stream stores when the output exceeds half the last-level cache (a measured crossover)
   kAlways,
   kNever,
 };
