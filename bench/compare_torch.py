@@ -130,21 +130,21 @@ def cases(models, tensors):
                 tok, pos = torch.nn.Embedding.from_pretrained(W), torch.nn.Embedding.from_pretrained(P)
                 buf = torch.empty(B * L, 768)
 
-                def tutorial(tok=tok, pos=pos):
+                def tutorial(tok=tok, pos=pos, ids=ids):
                     with torch.no_grad():
                         return tok(ids) + pos(torch.arange(L))
 
-                def best(W=W, P=P, buf=buf):
+                def best(W=W, P=P, buf=buf, ids=ids):
                     torch.index_select(W, 0, ids.view(-1), out=buf)
                     buf.view(B, L, 768).add_(P[:L])
 
-                contenders["torch tutorial"] = lambda f=tutorial: torch_rate(f, B * L)
+                contenders["torch tutorial"] = lambda f=tutorial: torch_rate(f, B * L)  # noqa: E731
                 contenders["torch best"] = lambda f=best: torch_rate(f, B * L)
             if dtype == "bf16" and out == "bf16":
                 Wb, Pb = gpt2["transformer.wte.weight"].bfloat16(), gpt2["transformer.wpe.weight"].bfloat16()
                 bufb = torch.empty(B * L, 768, dtype=torch.bfloat16)
 
-                def best_bf16(W=Wb, P=Pb, buf=bufb):
+                def best_bf16(W=Wb, P=Pb, buf=bufb, ids=ids):
                     torch.index_select(W, 0, ids.view(-1), out=buf)
                     buf.view(B, L, 768).add_(P[:L])
 
@@ -156,11 +156,12 @@ def cases(models, tensors):
         tok, pos = torch.nn.Embedding.from_pretrained(W), torch.nn.Embedding.from_pretrained(P)
         buf1 = torch.empty(1, 768)
 
-        def decode_tutorial():
+        # Closures bind their tensors now (names below are reused for other shapes).
+        def decode_tutorial(tok=tok, pos=pos, one=one):
             with torch.no_grad():
                 return tok(one) + pos(torch.arange(1))
 
-        def decode_best():
+        def decode_best(W=W, P=P, one=one, buf1=buf1):
             torch.index_select(W, 0, one.view(-1), out=buf1)
             buf1.add_(P[:1])
 
@@ -173,7 +174,7 @@ def cases(models, tensors):
             bids, btypes = torch.randint(0, 30522, (8, 512)), torch.zeros(8, 512, dtype=torch.long)
             positions = torch.arange(512).unsqueeze(0)
 
-            def bert_module():
+            def bert_module(bert=bert, bids=bids, btypes=btypes, positions=positions):
                 with torch.no_grad():
                     return bert(bids, btypes, positions)
 
@@ -186,11 +187,11 @@ def cases(models, tensors):
             lbuf = torch.empty(4 * 512, 4096)
             emb = torch.nn.Embedding.from_pretrained(W)
 
-            def llama_tutorial():
+            def llama_tutorial(emb=emb, lids=lids):
                 with torch.no_grad():
                     return emb(lids)
 
-            def llama_best():
+            def llama_best(W=W, lids=lids, lbuf=lbuf):
                 torch.index_select(W, 0, lids.view(-1), out=lbuf)
 
             for dtype in ("f32", "bf16"):
