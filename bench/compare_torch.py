@@ -47,6 +47,22 @@ def roofline(threads):
     return json.loads(r.stdout)["gb_per_second"]
 
 
+ID_SETS = 8  # id batches rotated between calls, as `embedrt bench --id-sets 8` does
+
+
+class Rotation:
+    """Hands out ID_SETS random id tensors in turn, so large batches touch more rows than the
+    last-level cache holds across calls (a memory-bound figure, like embedrt's)."""
+
+    def __init__(self, high, shape):
+        self.sets = [torch.randint(0, high, shape) for _ in range(ID_SETS)]
+        self.k = 0
+
+    def __call__(self):
+        self.k += 1
+        return self.sets[self.k % ID_SETS]
+
+
 def torch_rate(fn, tokens):
     """Median tokens/s of fn(), timed in groups so that each sample lasts at least 20 us."""
     fn()
@@ -122,7 +138,7 @@ def cases(models, tensors):
     rows = []
     for threads in THREADS:
         B, L = 8, 1024
-        ids = torch.randint(0, 50257, (B, L))
+        ids = Rotation(50257, (B, L))
         for dtype, out in (("f32", "f32"), ("bf16", "f32"), ("f16", "f32"), ("int8", "f32"), ("f32", "bf16"), ("bf16", "bf16")):
             contenders = {"embedrt": lambda m=models[f"gpt2-{dtype}"], o=out, t=threads: embedrt_bench(m, B, L, t, o)}
             if dtype == "f32" and out == "f32":
@@ -132,10 +148,10 @@ def cases(models, tensors):
 
                 def tutorial(tok=tok, pos=pos, ids=ids):
                     with torch.no_grad():
-                        return tok(ids) + pos(torch.arange(L))
+                        return tok(ids()) + pos(torch.arange(L))
 
                 def best(W=W, P=P, buf=buf, ids=ids):
-                    torch.index_select(W, 0, ids.view(-1), out=buf)
+                    torch.index_select(W, 0, ids().view(-1), out=buf)
                     buf.view(B, L, 768).add_(P[:L])
 
                 contenders["torch tutorial"] = lambda f=tutorial: torch_rate(f, B * L)  # noqa: E731
@@ -145,7 +161,7 @@ def cases(models, tensors):
                 bufb = torch.empty(B * L, 768, dtype=torch.bfloat16)
 
                 def best_bf16(W=Wb, P=Pb, buf=bufb, ids=ids):
-                    torch.index_select(W, 0, ids.view(-1), out=buf)
+                    torch.index_select(W, 0, ids().view(-1), out=buf)
                     buf.view(B, L, 768).add_(P[:L])
 
                 contenders["torch best"] = lambda f=best_bf16: torch_rate(f, B * L)
@@ -171,28 +187,28 @@ def cases(models, tensors):
                       "torch best": lambda: torch_rate(decode_best, 1)}))
         if "bert" in tensors:
             bert = tensors["bert"]
-            bids, btypes = torch.randint(0, 30522, (8, 512)), torch.zeros(8, 512, dtype=torch.long)
+            bids, btypes = Rotation(30522, (8, 512)), torch.zeros(8, 512, dtype=torch.long)
             positions = torch.arange(512).unsqueeze(0)
 
             def bert_module(bert=bert, bids=bids, btypes=btypes, positions=positions):
                 with torch.no_grad():
-                    return bert(bids, btypes, positions)
+                    return bert(bids(), btypes, positions)
 
             rows.append(("BERT-base 30522x768 + LayerNorm, 8x512, f32", threads, 8 * 512, 768, "f32", "f32",
                          {"embedrt": lambda t=threads: embedrt_bench(models["bert-f32"], 8, 512, t),
                           "torch BERT module": lambda: torch_rate(bert_module, 8 * 512)}))
         if "llama" in tensors:
             W = tensors["llama"]["model.embed_tokens.weight"]
-            lids = torch.randint(0, 128256, (4, 512))
+            lids = Rotation(128256, (4, 512))
             lbuf = torch.empty(4 * 512, 4096)
             emb = torch.nn.Embedding.from_pretrained(W)
 
             def llama_tutorial(emb=emb, lids=lids):
                 with torch.no_grad():
-                    return emb(lids)
+                    return emb(lids())
 
             def llama_best(W=W, lids=lids, lbuf=lbuf):
-                torch.index_select(W, 0, lids.view(-1), out=lbuf)
+                torch.index_select(W, 0, lids().view(-1), out=lbuf)
 
             for dtype in ("f32", "bf16"):
                 contenders = {"embedrt": lambda m=models[f"llama-{dtype}"], t=threads: embedrt_bench(m, 4, 512, t)}
@@ -227,7 +243,8 @@ def main():
     roof_med = {t: statistics.median(v) for t, v in roof.items()}
     bytes_per_token = {"f32": 4, "f16": 2, "bf16": 2}
     lines = [f"Machine: {platform.machine()}, {cores} cores, embedrt isa {isa}, torch {torch.__version__}; "
-             f"{args.repeat} interleaved repetitions, medians. Roofline: memcpy of 256 MiB, bytes read + written.", "",
+             f"{args.repeat} interleaved repetitions, medians; each contender rotates through {ID_SETS} random id batches. "
+             f"Roofline: memcpy of 256 MiB, bytes read + written.", "",
              "| shape | threads | embedrt tokens/s | GB/s (% of roofline) | torch best | torch tutorial | BERT module | embedrt / best | embedrt / tutorial | embedrt / module |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     records = []
