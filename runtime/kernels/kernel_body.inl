@@ -80,7 +80,12 @@ class PositionCursor {
 // (embedrt bench, ids rotated over 8 batches): 2 gave 2.0-2.1 M tokens/s on one thread and
 // 4.0-4.4 M on two; 4: 2.07/4.08; 6: 1.95/3.95; 10: 1.81/3.81; none: 1.9/3.8. Farther
 // prefetches of whole rows overflow the core's miss buffers and evict rows still in use.
-constexpr std::uint64_t kPrefetchDistance = 2;
+constexpr std::uint64_t kPrefetchBytes = 2 * 3072;  // two f32 rows of dim 768
+
+// The same bytes in flight whatever the row size: narrower rows are prefetched more rows ahead.
+inline std::uint64_t prefetch_distance(std::uint64_t table_row_bytes) {
+  return std::max<std::uint64_t>(1, kPrefetchBytes / std::max<std::uint64_t>(1, table_row_bytes));
+}
 
 template <DType TD>
 inline typename Traits::V load(const std::byte* row, std::uint64_t j, float q_scale, float q_bias) {
@@ -247,9 +252,10 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   // The LayerNorm staging row lives on the stack: no allocation on the hot path.
   alignas(64) float stage[kNorm ? kMaxNormDim : 1];
   PositionCursor positions(a, begin);
+  const std::uint64_t distance = prefetch_distance(table_row_bytes);
   for (std::uint64_t i = begin; i < end; ++i, out += out_row_bytes) {
-    if (i + kPrefetchDistance < end) {
-      const std::uint64_t ahead = id_at(a.ids, i + kPrefetchDistance);
+    if (i + distance < end) {
+      const std::uint64_t ahead = id_at(a.ids, i + distance);
       prefetch_row<TD>(a.token + ahead * a.token_stride, table_row_bytes);
     }
     const std::byte* tok = a.token + id_at(a.ids, i) * a.token_stride;

@@ -1,4 +1,5 @@
 // A downstream program: writes a tiny model, embeds a batch with it, checks the result.
+#include <embedrt/embedder.hpp>
 #include <embedrt/embedrt.hpp>
 
 #include <cstdio>
@@ -24,10 +25,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", model.error().message().c_str());
     return 1;
   }
-  const std::vector<std::int64_t> ids = {2, 0};
-  std::vector<float> out(4);
-  if (auto s = embedrt::reference_embed(*model, ids, 1, 0, out); !s) return 1;
-  const std::vector<float> expected = {120, 221, 300, 401};
-  std::printf("embedrt %s: %s\n", embedrt::version(), out == expected ? "ok" : "WRONG");
+  auto embedder = embedrt::Embedder::create(*model);
+  if (!embedder) {
+    std::fprintf(stderr, "%s\n", embedder.error().message().c_str());
+    return 1;
+  }
+  // Two sequences of two tokens: ids {2, 0} and {1, 2}.
+  const std::vector<std::int64_t> ids = {2, 0, 1, 2};
+  embedrt::EmbedRequest request;
+  request.ids = ids;
+  request.sequences = 2;
+  std::vector<float> out(ids.size() * 2);
+  if (auto s = embedder->embed(request, embedrt::OutputSpan(out)); !s) {
+    std::fprintf(stderr, "%s\n", s.error().message().c_str());
+    return 1;
+  }
+  const std::vector<float> expected = {120, 221, 300, 401, 110, 211, 320, 421};
+  std::printf("embedrt %s (isa %s): %s\n", embedrt::version(), std::string(embedrt::isa_name(embedder->isa())).c_str(),
+              out == expected ? "ok" : "WRONG");
   return out == expected ? 0 : 1;
 }

@@ -29,6 +29,7 @@ struct BenchArgs {
   std::string nontemporal = "auto";
   bool roofline = false;
   std::uint64_t id_sets = 8;
+  bool huge_pages = false;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -81,7 +82,7 @@ int run(const BenchArgs& args) {
     tbb::task_arena arena(threads);
     return run_roofline(args, arena, threads);
   }
-  auto model = Model::open(args.model, {.populate = true});
+  auto model = Model::open(args.model, {.populate = true, .huge_pages = args.huge_pages});
   if (!model) return report(model.error());
   if (args.seq > model->max_positions()) {
     return report(Error(ErrorCode::kInvalidArgument, "--seq " + std::to_string(args.seq) + " is longer than the model's " +
@@ -115,9 +116,14 @@ int run(const BenchArgs& args) {
   for (auto& batch : id_batches) {
     for (auto& id : batch) id = pick(rng);
   }
-  std::vector<float> out_f32(dtype == OutputDType::kF32 ? tokens * dim : 0);
-  std::vector<std::uint16_t> out_16(dtype == OutputDType::kF32 ? 0 : tokens * dim);
-  const OutputSpan out = dtype == OutputDType::kF32 ? OutputSpan(out_f32) : OutputSpan(out_16, dtype);
+  // The output buffer is cache-line aligned, as a server's buffers should be: a row start that
+  // is not lets streaming stores share a line with the scalar head (see the kernel's peeling).
+  const std::size_t out_bytes = tokens * dim * (dtype == OutputDType::kF32 ? 4 : 2);
+  std::vector<std::byte> storage(out_bytes + 64);
+  void* aligned = storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
+  const OutputSpan out = dtype == OutputDType::kF32
+                             ? OutputSpan(std::span(static_cast<float*>(aligned), tokens * dim))
+                             : OutputSpan(std::span(static_cast<std::uint16_t*>(aligned), tokens * dim), dtype);
   std::vector<EmbedRequest> requests(sets);
   for (std::uint64_t k = 0; k < sets; ++k) {
     requests[k].ids = id_batches[k];
@@ -191,6 +197,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--nontemporal", args->nontemporal, "streaming stores: auto (by output size), always or never");
   cmd->add_option("--id-sets", args->id_sets, "random id batches rotated between calls (default 8)");
+  cmd->add_flag("--huge-pages", args->huge_pages, "ask for transparent huge pages on the mapping (MADV_HUGEPAGE)");
   cmd->add_flag("--roofline", args->roofline, "measure the memory-copy roofline on these threads instead (MODEL is ignored)");
   return [args]() { return run(*args); };
 }
