@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   # build
-  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
+  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config time
   # libraries the project links
   libxsimd-dev libtbb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libdeflate-dev libcpp-httplib-dev
   # tests and benchmarks
