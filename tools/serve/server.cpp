@@ -163,6 +163,8 @@ int run_server(const ServerOptions& options) {
   const int threads = options.threads;
   server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   server.set_payload_max_length(options.max_body_bytes);
+  // Small responses must not wait for the client's delayed ACK (Nagle): 43 ms p50 without this.
+  server.set_tcp_nodelay(true);
   service.routes(server);
   if (!server.bind_to_port(options.host.c_str(), options.port)) {
     std::fprintf(stderr, "embedrt: error: cannot listen on %s:%d\n", options.host.c_str(), options.port);
