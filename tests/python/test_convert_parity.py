@@ -102,7 +102,8 @@ def test_gpt2_dtypes():
     ids = ids_for(300)
     start = 5
     positions = torch.arange(start, start + ids.shape[1])
-    for label, cast in (("f32", lambda m: m), ("f16", lambda m: m.half()), ("bf16", lambda m: m.bfloat16())):
+    for label, cast in (("f32", lambda m: m), ("f16", lambda m: m.half()), ("bf16", lambda m: m.bfloat16()),
+                        ("f64", lambda m: m.double())):
         m = cast(GPT2())
         m.load_state_dict({k: v.to(m.transformer.wte.weight.dtype) for k, v in gpt.state_dict().items()})
         path = os.path.join(WORK, f"gpt2_{label}.pt")
@@ -115,7 +116,8 @@ def test_gpt2_dtypes():
             with torch.no_grad():  # the tutorial's expression, on the module itself
                 want = m.transformer.wte(ids) + m.transformer.wpe(positions)
         else:
-            want = wte[ids] + wpe[positions]  # exact upcast, f32 add
+            # f16/bf16: exact upcast; f64: rounded to nearest float, as torch's .float() does.
+            want = wte[ids] + wpe[positions]
         expect_exact(f"gpt2 {label} source -> f32 table", got, want)
 
     # f32 source to narrower tables: the rounding must be torch's own, bit for bit.
