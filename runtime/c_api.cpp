@@ -114,7 +114,7 @@ const char* embedrt_embedder_isa(const embedrt_embedder* embedder) {
 }
 
 embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_request* request, void* out,
-                             size_t out_elements, embedrt_output_dtype out_dtype, embedrt_error** error) {
+                             size_t out_elements, int out_dtype, embedrt_error** error) {
   return guarded(error, [&]() -> embedrt_status {
     if (embedder == nullptr || request == nullptr || (out == nullptr && out_elements > 0) ||
         (request->ids == nullptr && request->num_ids > 0)) {
@@ -145,7 +145,7 @@ embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_req
                                                                                           : embedrt::OutputDType::kF16));
         break;
       default:
-        return fail(error, EMBEDRT_INVALID_ARGUMENT, "unknown output dtype " + std::to_string(static_cast<int>(out_dtype)));
+        return fail(error, EMBEDRT_INVALID_ARGUMENT, "unknown output dtype " + std::to_string(out_dtype));
     }
     if (!s) return fail(error, s.error());
     return EMBEDRT_OK;

@@ -73,7 +73,7 @@ class Parser {
   Status check_magic() const;
   Status parse_entry(std::size_t index, std::uint64_t& cursor, TableView& table) const;
 
-  const std::string& path_;
+  const std::string path_;
   std::span<const std::byte> file_;
 };
 

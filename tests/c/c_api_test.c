@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   error = NULL;
   CHECK(embedrt_embed(embedder, &request, out, 9, EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
   CHECK(embedrt_embed(embedder, NULL, out, 9, EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
-  CHECK(embedrt_embed(embedder, &request, out, 10, (embedrt_output_dtype)7, NULL) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(embedrt_embed(embedder, &request, out, 10, 7, NULL) == EMBEDRT_INVALID_ARGUMENT);
 
   embedrt_embedder_free(embedder);
   printf("%d passed, %d failed\n", passed, failed);

@@ -126,7 +126,7 @@ class Machine {
   ByteCursor cursor_;
   PickleArena& arena_;
   PickleHooks& hooks_;
-  const std::string& label_;
+  const std::string label_;
   std::vector<PickleValue*> stack_;
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint64_t, PickleValue*> memo_;

@@ -192,7 +192,8 @@ class TorchHooks final : public PickleHooks {
 // Names every tensor reachable through dicts by its dotted key path.
 class Flattener {
  public:
-  Flattener(const TorchHooks& hooks, const std::string& label) : hooks_(hooks), label_(label) {}
+  // The label is copied: callers build it on the fly ("'" + path + "'").
+  Flattener(const TorchHooks& hooks, std::string label) : hooks_(hooks), label_(std::move(label)) {}
   std::vector<SourceTensor> tensors;
 
   Status walk(const PickleValue* v, const std::string& prefix, std::size_t depth) {
@@ -234,7 +235,7 @@ class Flattener {
   }
 
   const TorchHooks& hooks_;
-  const std::string& label_;
+  const std::string label_;
   std::set<std::string> names_;
 };
 

@@ -42,7 +42,7 @@ class ZipParser {
 
  private:
   std::span<const std::byte> file_;
-  const std::string& label_;
+  const std::string label_;
 };
 
 bool valid_entry_name(const std::string& name) {
