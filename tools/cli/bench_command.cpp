@@ -70,6 +70,19 @@ int run_roofline(const BenchArgs& args, tbb::task_arena& arena, int threads) {
   return kExitOk;
 }
 
+// "75 ns", "12.4 us", "1.83 ms": latencies span six orders of magnitude.
+std::string duration(double seconds) {
+  char text[32];
+  if (seconds < 1e-6) {
+    std::snprintf(text, sizeof text, "%.0f ns", seconds * 1e9);
+  } else if (seconds < 1e-3) {
+    std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  } else {
+    std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
+  }
+  return text;
+}
+
 int run(const BenchArgs& args) {
   const auto dtype = args.out_dtype == "f32" ? OutputDType::kF32 : args.out_dtype == "bf16" ? OutputDType::kBF16
                      : args.out_dtype == "f16" ? OutputDType::kF16 : static_cast<OutputDType>(-1);
@@ -176,8 +189,9 @@ int run(const BenchArgs& args) {
                 std::string(isa_name(embedder->isa())).c_str(), threads, static_cast<unsigned long long>(args.batch),
                 static_cast<unsigned long long>(args.seq), static_cast<unsigned long long>(dim), seconds.size());
     std::printf("  %.3f M tokens/s, %.2f GB/s (table rows read + output written)\n", tokens_per_second / 1e6, gbps);
-    std::printf("  latency p50 %.0f ns, p90 %.0f ns, p99 %.0f ns, min %.0f ns\n", median * 1e9,
-                percentile(seconds, 90) * 1e9, percentile(seconds, 99) * 1e9, percentile(seconds, 0) * 1e9);
+    std::printf("  latency p50 %s, p90 %s, p99 %s, min %s\n", duration(median).c_str(),
+                duration(percentile(seconds, 90)).c_str(), duration(percentile(seconds, 99)).c_str(),
+                duration(percentile(seconds, 0)).c_str());
   }
   return kExitOk;
 }
