@@ -1,18 +1,15 @@
 #include "text_format.hpp"
 
-#include <charconv>
-#include <cmath>
 
 #include "commands.hpp"
+#include "float_text.hpp"
 
 namespace embedrt::cli {
 
 std::string format_float(float value) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
-  char buffer[32];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, result.ptr);
+  std::string text;
+  text::append_float(text, value);
+  return text;
 }
 
 namespace {

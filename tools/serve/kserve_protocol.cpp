@@ -1,9 +1,9 @@
 #include "kserve_protocol.hpp"
 
-#include <charconv>
-#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "float_text.hpp"
 
 namespace embedrt::serve {
 namespace {
@@ -84,18 +84,6 @@ Result<Tensor> read_tensor(const json& input, std::size_t index, std::string_vie
     }
   }
   return t;
-}
-
-void append_float(std::string& out, float v) {
-  if (std::isnan(v)) {
-    out += "NaN";
-  } else if (std::isinf(v)) {
-    out += v > 0 ? "Infinity" : "-Infinity";
-  } else {
-    char buffer[32];
-    const auto r = std::to_chars(buffer, buffer + sizeof buffer, v);
-    out.append(buffer, r.ptr);
-  }
 }
 
 }  // namespace
@@ -203,7 +191,7 @@ InferResponse make_infer_response(const std::string& model, const InferRequest& 
   body += R"(,"data":[)";
   for (std::size_t i = 0; i < embeddings.size(); ++i) {
     if (i) body += ',';
-    append_float(body, embeddings[i]);
+    text::append_float(body, embeddings[i]);
   }
   body += "]}]}";
   response.body = std::move(body);
