@@ -2,8 +2,7 @@
 
 #include <algorithm>
 
-#include <sys/mman.h>
-#include <unistd.h>
+#include "mapped_file.hpp"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -29,13 +28,10 @@ std::uint64_t checksum_mapped(std::span<const std::byte> bytes) noexcept {
   XXH3_state_t state;
   XXH3_INITSTATE(&state);
   XXH3_64bits_reset(&state);
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   for (std::size_t at = 0; at < bytes.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, bytes.size() - at);
     XXH3_64bits_update(&state, bytes.data() + at, n);
-    const auto first = (reinterpret_cast<std::uintptr_t>(bytes.data() + at) + page - 1) & ~(page - 1);
-    const auto last = reinterpret_cast<std::uintptr_t>(bytes.data() + at + n) & ~(page - 1);
-    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    release_resident_pages(bytes.data() + at, bytes.data() + at + n);
   }
   return XXH3_64bits_digest(&state);
 }

@@ -17,6 +17,13 @@ std::string errno_message(int error_number) {
   return std::string(strerror_r(error_number, buffer, sizeof buffer));
 }
 
+void release_resident_pages(const std::byte* begin, const std::byte* end) noexcept {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = (reinterpret_cast<std::uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const auto last = reinterpret_cast<std::uintptr_t>(end) & ~(page - 1);
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& options) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

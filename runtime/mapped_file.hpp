@@ -33,6 +33,11 @@ class MappedFile {
   bool locked_ = false;
 };
 
+// Drops the whole pages inside [begin, end) from this process's resident set. For file-backed
+// shared mappings the data stays in the page cache (dirty pages are written back as usual), so
+// streaming over a file of any size this way costs bounded memory. A hint: failures are ignored.
+void release_resident_pages(const std::byte* begin, const std::byte* end) noexcept;
+
 // "strerror(errno)" in a form safe for threads.
 std::string errno_message(int error_number);
 

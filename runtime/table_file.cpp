@@ -71,7 +71,7 @@ class Parser {
   Error malformed(const std::string& what) const { return fail(ErrorCode::kMalformed, what); }
 
   Status check_magic() const;
-  Status parse_entry(std::size_t index, std::uint64_t& cursor, TableView& table) const;
+  Status parse_entry(std::size_t index, const std::byte* entry, std::uint64_t& cursor, TableView& table) const;
 
   const std::string path_;
   std::span<const std::byte> file_;
@@ -177,7 +177,8 @@ Status Parser::parse(ParsedFile& out) {
   std::uint64_t cursor = *front_end;
   for (std::size_t i = 0; i < table_count; ++i) {
     TableView& t = out.tables[i];
-    if (Status s = parse_entry(i, cursor, t); !s) return s;
+    const std::byte* entry = file_.data() + header_size + i * std::uint64_t{entry_size};
+    if (Status s = parse_entry(i, entry, cursor, t); !s) return s;
     if (!names.insert(t.name).second) {
       return malformed("table " + std::to_string(i) + ": duplicate name '" + t.name + "'");
     }
@@ -193,10 +194,7 @@ Status Parser::parse(ParsedFile& out) {
   return {};
 }
 
-Status Parser::parse_entry(std::size_t index, std::uint64_t& cursor, TableView& t) const {
-  const auto entry_size = load_le<std::uint32_t>(file_.data() + hdr::kEntrySize);
-  const auto header_size = load_le<std::uint32_t>(file_.data() + hdr::kHeaderSize);
-  const std::byte* e = file_.data() + header_size + index * std::uint64_t{entry_size};
+Status Parser::parse_entry(std::size_t index, const std::byte* e, std::uint64_t& cursor, TableView& t) const {
   const std::string where = "table " + std::to_string(index);
 
   const char* name = reinterpret_cast<const char*>(e + ent::kName);

@@ -243,7 +243,7 @@ template <DType TD, OutputDType OD, bool kNorm>
 void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t dim = a.dim;
   const std::uint64_t out_row_bytes = dim * out_size(OD);
-  const std::uint64_t table_row_bytes = TD == DType::kF32 ? 4 * dim : TD == DType::kInt8Rowwise ? dim + 8 : 2 * dim;
+  const std::uint64_t table_row_bytes = row_bytes(TD, dim);  // out of line, baseline: safe from any ISA unit
   std::byte* out = static_cast<std::byte*>(a.out) + begin * out_row_bytes;
   // Streaming (non-temporal) stores; each row peels to vector alignment, which needs the output
   // aligned to its element size.

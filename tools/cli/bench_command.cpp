@@ -84,11 +84,11 @@ std::string duration(double seconds) {
 }
 
 int run(const BenchArgs& args) {
-  const auto dtype = args.out_dtype == "f32" ? OutputDType::kF32 : args.out_dtype == "bf16" ? OutputDType::kBF16
-                     : args.out_dtype == "f16" ? OutputDType::kF16 : static_cast<OutputDType>(-1);
-  if (static_cast<int>(dtype) < 0) {
+  const auto parsed = parse_output_dtype(args.out_dtype);
+  if (!parsed) {
     return report(Error(ErrorCode::kInvalidArgument, "--out-dtype '" + args.out_dtype + "': expected f32, bf16 or f16"));
   }
+  const OutputDType dtype = *parsed;
   if (args.batch == 0 || args.seq == 0) return report(Error(ErrorCode::kInvalidArgument, "--batch and --seq must be at least 1"));
   if (args.roofline) {
     const int threads = args.threads > 0 ? args.threads : tbb::this_task_arena::max_concurrency();

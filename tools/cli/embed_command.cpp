@@ -84,13 +84,17 @@ int run(const EmbedArgs& args) {
                             " ids, which do not split into --batch " + std::to_string(args.batch) +
                             " sequences of equal length"));
   }
+  const auto out_dtype = parse_output_dtype(args.out_dtype);
+  if (!out_dtype) {
+    return report(Error(ErrorCode::kInvalidArgument, "--out-dtype '" + args.out_dtype + "': expected f32, bf16 or f16"));
+  }
   auto model = Model::open(args.model);
   if (!model) return report(model.error());
   const std::uint64_t dim = model->dim();
   const std::uint64_t length = ids->size() / args.batch;
   std::vector<float> out(ids->size() * dim);
   if (args.reference) {
-    if (args.out_dtype != "f32") return report(Error(ErrorCode::kInvalidArgument, "--reference computes f32 only"));
+    if (*out_dtype != OutputDType::kF32) return report(Error(ErrorCode::kInvalidArgument, "--reference computes f32 only"));
     if (Status s = reference_embed(*model, *ids, args.batch, args.start, out, *segments); !s) return report(s.error());
   } else {
     EmbedderOptions options;
@@ -106,16 +110,14 @@ int run(const EmbedArgs& args) {
     request.start = args.start;
     request.segment_ids = *segments;
     Status s;
-    if (args.out_dtype == "f32") {
+    if (*out_dtype == OutputDType::kF32) {
       s = embedder->embed(request, OutputSpan(out));
-    } else if (args.out_dtype == "bf16" || args.out_dtype == "f16") {
-      // 16-bit output, printed as the floats it decodes to.
-      const bool bf16 = args.out_dtype == "bf16";
-      std::vector<std::uint16_t> bits(out.size());
-      s = embedder->embed(request, OutputSpan(bits, bf16 ? OutputDType::kBF16 : OutputDType::kF16));
-      for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16 ? detail::bf16_to_f32(bits[i]) : detail::f16_to_f32(bits[i]);
     } else {
-      return report(Error(ErrorCode::kInvalidArgument, "--out-dtype '" + args.out_dtype + "': expected f32, bf16 or f16"));
+      // 16-bit output, printed as the floats it decodes to.
+      const bool bf16 = *out_dtype == OutputDType::kBF16;
+      std::vector<std::uint16_t> bits(out.size());
+      s = embedder->embed(request, OutputSpan(bits, *out_dtype));
+      for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16 ? detail::bf16_to_f32(bits[i]) : detail::f16_to_f32(bits[i]);
     }
     if (!s) return report(s.error());
   }

@@ -55,6 +55,13 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::optional<OutputDType> parse_output_dtype(std::string_view name) {
+  if (name == "f32") return OutputDType::kF32;
+  if (name == "bf16") return OutputDType::kBF16;
+  if (name == "f16") return OutputDType::kF16;
+  return std::nullopt;
+}
+
 int report(const Error& error) {
   std::fprintf(stderr, "embedrt: error: %s\n", printable(error.message()).c_str());
   return error.code() == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;

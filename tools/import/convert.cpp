@@ -1,14 +1,12 @@
 #include "convert.hpp"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "embedrt/table_file_writer.hpp"
 #include "half.hpp"
+#include "mapped_file.hpp"
 
 namespace embedrt::import {
 namespace {
@@ -122,15 +120,6 @@ Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::spa
   return {};
 }
 
-// Drops pages already processed from this process's resident set: file-backed pages stay in the
-// page cache (and dirty ones are written back normally), so peak memory stays far below the
-// model size however large it is.
-void release_pages(const std::byte* begin, const std::byte* end) {
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto first = (reinterpret_cast<std::uintptr_t>(begin) + page - 1) & ~(page - 1);
-  const auto last = reinterpret_cast<std::uintptr_t>(end) & ~(page - 1);
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-}
 
 }  // namespace
 
@@ -192,10 +181,10 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
         // Contiguous sources only: a strided (transposed) view revisits its pages on every row.
         if (source != nullptr && source->strides.back() == 1 && source->shape.size() == 2) {
           const SourceTensor& t = *source;
-          release_pages(writer->row(i, released_row).data(), out.data() + out.size());
+          detail::release_resident_pages(writer->row(i, released_row).data(), out.data() + out.size());
           const auto row_bytes = static_cast<std::uint64_t>(t.strides[0]) * source_dtype_size(t.dtype);
           const std::byte* base = t.storage.data() + static_cast<std::uint64_t>(t.storage_offset) * source_dtype_size(t.dtype);
-          release_pages(base + released_row * row_bytes, base + (r + 1) * row_bytes);
+          detail::release_resident_pages(base + released_row * row_bytes, base + (r + 1) * row_bytes);
           released_row = r + 1;
         }
       }

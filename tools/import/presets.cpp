@@ -113,12 +113,6 @@ Result<const Family*> detect(const std::vector<SourceTensor>& tensors, std::stri
 
 }  // namespace
 
-std::vector<std::string> preset_names() {
-  std::vector<std::string> names = {"auto"};
-  for (const Family& f : families()) names.emplace_back(f.name);
-  return names;
-}
-
 Result<ModelPlan> plan_model(const std::vector<SourceTensor>& tensors, const std::string& preset,
                              const TableOverrides& overrides) {
   ModelPlan plan;

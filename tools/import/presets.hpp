@@ -34,8 +34,6 @@ struct ModelPlan {
 Result<ModelPlan> plan_model(const std::vector<SourceTensor>& tensors, const std::string& preset,
                              const TableOverrides& overrides);
 
-std::vector<std::string> preset_names();
-
 // Adds a generated sinusoidal position table of `context` rows (the original Transformer's
 // sin/cos at 10000^(2i/d)); refused when the plan already has a position table.
 Status add_sinusoidal_positions(ModelPlan& plan, std::uint64_t context);

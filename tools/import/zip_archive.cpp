@@ -1,13 +1,12 @@
 #include "zip_archive.hpp"
 
 #include <libdeflate.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <set>
 
 #include "byte_cursor.hpp"
+#include "mapped_file.hpp"
 
 namespace embedrt::import {
 namespace {
@@ -265,16 +264,11 @@ Status ZipParser::read_local_header(ZipEntry& entry, std::uint64_t size) const {
 // hashed (they stay in the page cache): checking a multi-GiB checkpoint costs bounded memory.
 std::uint32_t crc32_releasing(std::span<const std::byte> data) {
   constexpr std::size_t kChunk = 32u << 20;
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   std::uint32_t crc = 0;
   for (std::size_t at = 0; at < data.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, data.size() - at);
     crc = static_cast<std::uint32_t>(libdeflate_crc32(crc, data.data() + at, n));
-    if (data.size() > kChunk) {
-      const auto first = (reinterpret_cast<std::uintptr_t>(data.data() + at) + page - 1) & ~(page - 1);
-      const auto last = reinterpret_cast<std::uintptr_t>(data.data() + at + n) & ~(page - 1);
-      if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-    }
+    if (data.size() > kChunk) detail::release_resident_pages(data.data() + at, data.data() + at + n);
   }
   return crc;
 }
