@@ -15,10 +15,10 @@ cmake --build "$build" --parallel "$(nproc)"
 # Seeds: the external fixtures, the malformed corpus, and fresh files from the project's writers.
 seeds=$build/seeds
 rm -rf "$seeds" && mkdir -p "$seeds"/{zip,pickle,safetensors,embt} "$build/findings"
-for f in ../shared/fixtures/external/*.pt* tests/corpus/files/*.pt; do
+for f in tests/fixtures/external/*.pt* tests/corpus/files/*.pt; do
   [ -f "$f" ] && cp "$f" "$seeds/zip/" || true
 done
-for f in ../shared/fixtures/external/*.safetensors tests/corpus/files/*.safetensors; do
+for f in tests/fixtures/external/*.safetensors tests/corpus/files/*.safetensors; do
   [ -f "$f" ] && cp "$f" "$seeds/safetensors/" || true
 done
 /usr/bin/python3 - "$seeds" <<'PY'
