@@ -5,6 +5,8 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 
 #include "byte_io.hpp"
 #include "layout.hpp"
@@ -33,6 +35,12 @@ void append_u64(std::vector<std::byte>& out, std::string_view key, std::uint64_t
   append_record(out, key, rec::kU64, bytes);
 }
 
+void append_i64(std::vector<std::byte>& out, std::string_view key, std::int64_t v) {
+  std::byte bytes[8];
+  store_le(bytes, static_cast<std::uint64_t>(v));
+  append_record(out, key, rec::kI64, bytes);
+}
+
 void append_f64(std::vector<std::byte>& out, std::string_view key, double v) {
   std::byte bytes[8];
   store_le(bytes, v);
@@ -43,13 +51,26 @@ void append_string(std::vector<std::byte>& out, std::string_view key, std::strin
   append_record(out, key, rec::kString, std::as_bytes(std::span(v.data(), v.size())));
 }
 
-bool valid_key(std::string_view key) {
+// Keys with a typed field in Metadata (FORMAT.md section 5); all others live in Metadata::extra.
+bool is_typed_key(std::string_view key) {
+  for (std::string_view typed : {"model.family", "source.files", "source.dtype", "context_length", "position.offset",
+                                 "position.kind", "output.scale", "norm.epsilon", "token.scale", "position.padding_id"}) {
+    if (key == typed) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool valid_metadata_key(std::string_view key) {
   if (key.empty() || key.size() > 255) return false;
   for (char c : key) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_')) return false;
   }
   return true;
 }
+
+namespace {
 
 const char* type_name(std::uint8_t type) {
   switch (type) {
@@ -77,6 +98,19 @@ std::vector<std::byte> encode_metadata(const Metadata& m) {
   append_string(out, "position.kind", position_kind_name(m.position_kind));
   append_f64(out, "output.scale", m.output_scale);
   append_f64(out, "norm.epsilon", m.norm_epsilon);
+  // 1.1 keys only when they differ from their defaults, so 1.0-expressible files stay 1.0.
+  if (m.token_scale != 1.0) append_f64(out, "token.scale", m.token_scale);
+  if (m.padding_id >= 0) append_i64(out, "position.padding_id", m.padding_id);
+  for (const auto& [key, value] : m.extra) {
+    if (is_typed_key(key)) continue;  // the typed field is the source of truth
+    std::visit([&](const auto& v) {
+      using T = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<T, std::uint64_t>) append_u64(out, key, v);
+      else if constexpr (std::is_same_v<T, std::int64_t>) append_i64(out, key, v);
+      else if constexpr (std::is_same_v<T, double>) append_f64(out, key, v);
+      else append_string(out, key, v);
+    }, value);
+  }
   return out;
 }
 
@@ -118,7 +152,7 @@ Result<Metadata> decode_metadata(std::span<const std::byte> block) {
                        " bytes left)");
     }
     const std::string_view key(reinterpret_cast<const char*>(p + rec::kHeaderSize), key_size);
-    if (!valid_key(key)) {
+    if (!valid_metadata_key(key)) {
       return malformed("record at block offset " + std::to_string(pos) +
                        " has an invalid key (must be 1-255 of [a-z0-9._])");
     }
@@ -167,12 +201,29 @@ Result<Metadata> decode_metadata(std::span<const std::byte> block) {
         m.output_scale = load_le<double>(value);
         if (!std::isfinite(m.output_scale)) return malformed("output.scale is not finite");
       }
+    } else if (key == "token.scale") {
+      if (typed = want(rec::kF64); typed) {
+        m.token_scale = load_le<double>(value);
+        if (!std::isfinite(m.token_scale)) return malformed("token.scale is not finite");
+      }
+    } else if (key == "position.padding_id") {
+      if (typed = want(rec::kI64); typed) {
+        m.padding_id = static_cast<std::int64_t>(load_le<std::uint64_t>(value));
+        if (m.padding_id < 0) return malformed("position.padding_id is negative");
+      }
     } else if (key == "norm.epsilon") {
       if (typed = want(rec::kF64); typed) {
         m.norm_epsilon = load_le<double>(value);
         if (!(m.norm_epsilon >= 0.0) || !std::isfinite(m.norm_epsilon)) {
           return malformed("norm.epsilon is negative or not finite");
         }
+      }
+    } else {
+      switch (type) {
+        case rec::kU64: m.extra.emplace(std::string(key), load_le<std::uint64_t>(value)); break;
+        case rec::kI64: m.extra.emplace(std::string(key), static_cast<std::int64_t>(load_le<std::uint64_t>(value))); break;
+        case rec::kF64: m.extra.emplace(std::string(key), load_le<double>(value)); break;
+        default: m.extra.emplace(std::string(key), std::string(text)); break;
       }
     }
     if (!typed) return Error(typed.error());

@@ -78,6 +78,11 @@ Result<Model> Model::from_file(TableFile file) {
                        " rows minus position.offset " + std::to_string(meta.position_offset));
     }
   }
+  if (meta.padding_id >= 0 && (!has_position || meta.position_offset == 0)) {
+    return Error(ErrorCode::kMalformed, "'" + path + "': position.padding_id " + std::to_string(meta.padding_id) +
+                                            " needs a position table and a position.offset of at least 1 "
+                                            "(pad tokens take row position.offset - 1)");
+  }
   return m;
 }
 

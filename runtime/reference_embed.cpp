@@ -6,7 +6,7 @@
 
 #include "byte_io.hpp"
 #include "embedrt/reference.hpp"
-#include "half.hpp"
+#include "embedrt/half.hpp"
 
 namespace embedrt {
 
@@ -19,12 +19,12 @@ void decode_row(const TableView& table, std::uint64_t row, std::span<float> out)
       return;
     case DType::kF16:
       for (std::uint64_t j = 0; j < dim; ++j) {
-        out[j] = detail::f16_to_f32(detail::load_le<std::uint16_t>(p + 2 * j));
+        out[j] = f16_to_f32(detail::load_le<std::uint16_t>(p + 2 * j));
       }
       return;
     case DType::kBF16:
       for (std::uint64_t j = 0; j < dim; ++j) {
-        out[j] = detail::bf16_to_f32(detail::load_le<std::uint16_t>(p + 2 * j));
+        out[j] = bf16_to_f32(detail::load_le<std::uint16_t>(p + 2 * j));
       }
       return;
     case DType::kInt8Rowwise: {
@@ -121,16 +121,27 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
 
   std::vector<float> extra(dim);
   const std::uint64_t offset = model.metadata().position_offset;
+  const auto token_scale = static_cast<float>(model.metadata().token_scale);
   const auto scale = static_cast<float>(model.metadata().output_scale);
+  const std::int64_t padding_id = model.metadata().padding_id;
+  std::uint64_t nonpad = 0;  // padding-aware positions: non-pad tokens before this one
   for (std::uint64_t i = 0; i < ids.size(); ++i) {
     const std::span<float> row = out.subspan(i * dim, dim);
     decode_row(model.token(), static_cast<std::uint64_t>(ids[i]), row);
+    if (token_scale != 1.0f) {
+      for (float& v : row) v *= token_scale;
+    }
     if (model.segment() != nullptr) {
       decode_row(*model.segment(), segment_ids.empty() ? 0 : static_cast<std::uint64_t>(segment_ids[i]), extra);
       for (std::uint64_t j = 0; j < dim; ++j) row[j] += extra[j];
     }
     if (model.position() != nullptr) {
-      decode_row(*model.position(), start + i % length + offset, extra);
+      std::uint64_t p = start + i % length + offset;
+      if (padding_id >= 0) {
+        if (i % length == 0) nonpad = 0;
+        p = ids[i] == padding_id ? offset - 1 : start + nonpad++ + offset;
+      }
+      decode_row(*model.position(), p, extra);
       for (std::uint64_t j = 0; j < dim; ++j) row[j] += extra[j];
     }
     if (scale != 1.0f) {

@@ -3,14 +3,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 
 namespace embedrt {
 
 inline constexpr std::uint16_t kFormatVersionMajor = 1;
-inline constexpr std::uint16_t kFormatVersionMinor = 0;
+// 1.1 adds token.scale and padding-aware positions (position.padding_id); files that use
+// neither are written as 1.0 (FORMAT.md section 8: the lowest version that expresses the file).
+inline constexpr std::uint16_t kFormatVersionMinor = 1;
 inline constexpr std::size_t kTableAlignment = 4096;  // every table starts on a page
 inline constexpr std::size_t kRowAlignment = 64;      // every row starts on a cache line
 inline constexpr std::size_t kMaxNameBytes = 63;
@@ -46,6 +51,9 @@ std::optional<PositionKind> parse_position_kind(std::string_view name) noexcept;
 std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept;
 std::uint64_t default_row_stride(DType dtype, std::uint64_t dim) noexcept;
 
+// A metadata value of one of the record types (FORMAT.md section 5): u64, i64, f64, string.
+using MetadataValue = std::variant<std::uint64_t, std::int64_t, double, std::string>;
+
 // Typed model metadata (FORMAT.md section 5).
 struct Metadata {
   std::string family = "custom";
@@ -54,8 +62,19 @@ struct Metadata {
   std::uint64_t context_length = 0;
   std::uint64_t position_offset = 0;
   PositionKind position_kind = PositionKind::kNone;
-  double output_scale = 1.0;
+  double token_scale = 1.0;    // 1.1: multiplies the token row before any addition (Gemma, BART)
+  double output_scale = 1.0;   // multiplies the sum before LayerNorm
   double norm_epsilon = 1e-5;
+  // 1.1: tokens with this id are padding: they take position row position_offset - 1 and do not
+  // advance the position of the tokens after them (RoBERTa, XLM-R, MPNet). -1: no such rule.
+  std::int64_t padding_id = -1;
+  // Every other key, kept as read (provenance: recipe.*, config.*, source.*; keys of newer minors).
+  std::map<std::string, MetadataValue, std::less<>> extra;
+
+  // The lowest format minor version that expresses this metadata.
+  std::uint16_t required_minor() const noexcept {
+    return token_scale != 1.0 || padding_id >= 0 ? 1 : 0;
+  }
 };
 
 }  // namespace embedrt

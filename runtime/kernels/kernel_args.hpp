@@ -31,7 +31,8 @@ struct KernelArgs {
   const float* norm_weight = nullptr;  // nullptr: no LayerNorm
   const float* norm_bias = nullptr;    // nullptr: zero bias
   std::uint64_t dim = 0;
-  float scale = 1.0f;
+  float token_scale = 1.0f;  // multiplies the token row before any addition
+  float scale = 1.0f;        // multiplies the sum
   float epsilon = 1e-5f;
 
   RawIds ids;
@@ -43,6 +44,7 @@ struct KernelArgs {
   const std::uint64_t* starts = nullptr;   // per sequence, or nullptr: `start` for all
   std::uint64_t start = 0;
   std::uint64_t position_offset = 0;
+  std::int64_t padding_id = -1;  // >= 0: padding-aware positions (FORMAT.md section 7)
 
   void* out = nullptr;
   bool nontemporal = false;

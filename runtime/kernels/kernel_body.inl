@@ -7,7 +7,7 @@
 //   hsum, fence, prefetch
 // Everything here is a template or has internal linkage, so no symbol can leak between ISAs.
 //
-// Arithmetic order matches the reference path exactly (token + segment + position, then scale,
+// Arithmetic order matches the reference path exactly (token * token_scale + segment + position, then scale,
 // each a rounded f32 operation; int8 as q * scale + bias), so f32 results are bit-identical
 // across ISAs and with the reference. Only the fused LayerNorm differs (f32 statistics here,
 // double in the reference).
@@ -32,10 +32,13 @@ inline std::uint64_t id_at(RawIds ids, std::uint64_t i) noexcept {
 }
 
 // Walks tokens [begin, end) in order and yields the position-table row of each.
+// Padding-aware models (RoBERTa and kin) give a pad token row position_offset - 1 and count only
+// the other tokens, so a cursor starting mid-sequence first counts the non-pads before it.
 class PositionCursor {
  public:
   PositionCursor(const KernelArgs& a, std::uint64_t begin) : a_(a), i_(begin) {
     if (a.position == nullptr || !a.position_ids.empty()) return;
+    std::uint64_t first = 0;  // the first token of the sequence holding `begin`
     if (a.offsets != nullptr) {
       // The last sequence whose first token is <= begin (binary search, no std:: helpers here).
       std::uint64_t lo = 0, hi = a.sequences;
@@ -45,10 +48,14 @@ class PositionCursor {
       }
       seq_ = lo;
       seq_end_ = a.offsets[seq_ + 1];
-      t_ = begin - a.offsets[seq_];
+      first = a.offsets[seq_];
     } else {
       seq_ = a.length ? begin / a.length : 0;
-      t_ = a.length ? begin % a.length : 0;
+      first = seq_ * a.length;
+    }
+    t_ = begin - first;
+    if (a.padding_id >= 0) {
+      for (std::uint64_t k = first; k < begin; ++k) nonpad_ += is_pad(k) ? 0 : 1;
     }
   }
 
@@ -60,20 +67,31 @@ class PositionCursor {
         ++seq_;
         seq_end_ = a_.offsets[seq_ + 1];
         t_ = 0;
+        nonpad_ = 0;
       }
     } else if (t_ == a_.length) {
       ++seq_;
       t_ = 0;
+      nonpad_ = 0;
     }
     const std::uint64_t start = a_.starts != nullptr ? a_.starts[seq_] : a_.start;
+    if (a_.padding_id >= 0) {
+      const bool pad = is_pad(i_);
+      ++i_;
+      ++t_;
+      return pad ? a_.position_offset - 1 : start + nonpad_++ + a_.position_offset;
+    }
     ++i_;
     return start + t_++ + a_.position_offset;
   }
 
  private:
+  bool is_pad(std::uint64_t k) const noexcept {
+    return id_at(a_.ids, k) == static_cast<std::uint64_t>(a_.padding_id);
+  }
   const KernelArgs& a_;
   std::uint64_t i_;
-  std::uint64_t seq_ = 0, seq_end_ = 0, t_ = 0;
+  std::uint64_t seq_ = 0, seq_end_ = 0, t_ = 0, nonpad_ = 0;
 };
 
 // Distance, in tokens, at which the next rows are prefetched. Measured on the GPT-2 shape
@@ -100,8 +118,8 @@ inline typename Traits::V load(const std::byte* row, std::uint64_t j, float q_sc
 template <DType TD>
 inline float load_one(const std::byte* row, std::uint64_t j, float q_scale, float q_bias) {
   if constexpr (TD == DType::kF32) return load_float(row + 4 * j);
-  if constexpr (TD == DType::kF16) return detail::f16_to_f32(load_u16(row + 2 * j));
-  if constexpr (TD == DType::kBF16) return detail::bf16_to_f32(load_u16(row + 2 * j));
+  if constexpr (TD == DType::kF16) return f16_to_f32(load_u16(row + 2 * j));
+  if constexpr (TD == DType::kBF16) return bf16_to_f32(load_u16(row + 2 * j));
   if constexpr (TD == DType::kInt8Rowwise) {
     return static_cast<float>(static_cast<std::int8_t>(row[j])) * q_scale + q_bias;
   }
@@ -117,8 +135,8 @@ inline void store(std::byte* out, std::uint64_t j, typename Traits::V v, bool st
 template <OutputDType OD>
 inline void store_one(std::byte* out, std::uint64_t j, float v) {
   if constexpr (OD == OutputDType::kF32) std::memcpy(out + 4 * j, &v, 4);
-  if constexpr (OD == OutputDType::kF16) store_u16(out + 2 * j, detail::f32_to_f16(v));
-  if constexpr (OD == OutputDType::kBF16) store_u16(out + 2 * j, detail::f32_to_bf16(v));
+  if constexpr (OD == OutputDType::kF16) store_u16(out + 2 * j, f32_to_f16(v));
+  if constexpr (OD == OutputDType::kBF16) store_u16(out + 2 * j, f32_to_bf16(v));
 }
 
 // int8 rows carry their scale and bias after the codes.
@@ -162,8 +180,10 @@ inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte
   if (seg) row_quantization<TD>(seg, dim, ss, sb);
   if (pos) row_quantization<TD>(pos, dim, ps, pb);
   const bool scaled = a.scale != 1.0f;
+  const bool token_scaled = a.token_scale != 1.0f;
   const auto scalar = [&](std::uint64_t j) {
     float x = load_one<TD>(tok, j, ts, tb);
+    if (token_scaled) x = x * a.token_scale;
     if (seg) x = x + load_one<TD>(seg, j, ss, sb);
     if (pos) x = x + load_one<TD>(pos, j, ps, pb);
     if (scaled) x = x * a.scale;
@@ -171,8 +191,10 @@ inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte
   };
   for (std::uint64_t j = 0; j < head; ++j) scalar(j);
   const V scale(a.scale);
+  const V token_scale(a.token_scale);
   for (std::uint64_t j = head; j < body_end; j += W) {
     V x = load<TD>(tok, j, ts, tb);
+    if (token_scaled) x = x * token_scale;
     if (seg) x = x + load<TD>(seg, j, ss, sb);
     if (pos) x = x + load<TD>(pos, j, ps, pb);
     if (scaled) x = x * scale;
@@ -194,10 +216,12 @@ inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std:
   if (seg) row_quantization<TD>(seg, dim, ss, sb);
   if (pos) row_quantization<TD>(pos, dim, ps, pb);
   const bool scaled = a.scale != 1.0f;
+  const bool token_scaled = a.token_scale != 1.0f;
   V sum(0.0f);
   float tail_sum = 0;
   for (std::uint64_t j = 0; j < body; j += W) {
     V x = load<TD>(tok, j, ts, tb);
+    if (token_scaled) x = x * V(a.token_scale);
     if (seg) x = x + load<TD>(seg, j, ss, sb);
     if (pos) x = x + load<TD>(pos, j, ps, pb);
     if (scaled) x = x * V(a.scale);
@@ -206,6 +230,7 @@ inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std:
   }
   for (std::uint64_t j = body; j < dim; ++j) {
     float x = load_one<TD>(tok, j, ts, tb);
+    if (token_scaled) x = x * a.token_scale;
     if (seg) x = x + load_one<TD>(seg, j, ss, sb);
     if (pos) x = x + load_one<TD>(pos, j, ps, pb);
     if (scaled) x = x * a.scale;
