@@ -15,7 +15,7 @@
 
 #include "embedrt/embedder.hpp"
 #include "embedrt/embedrt.hpp"
-#include "half.hpp"
+#include "embedrt/half.hpp"
 
 namespace {
 
@@ -44,8 +44,8 @@ const embedrt::Model& model_for(DType dtype, std::uint64_t vocab, std::uint64_t 
         const float v = normal(rng);
         switch (dtype) {
           case DType::kF32: std::memcpy(row.data() + 4 * j, &v, 4); break;
-          case DType::kF16: { const auto h = embedrt::detail::f32_to_f16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
-          case DType::kBF16: { const auto h = embedrt::detail::f32_to_bf16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
+          case DType::kF16: { const auto h = embedrt::f32_to_f16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
+          case DType::kBF16: { const auto h = embedrt::f32_to_bf16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(static_cast<std::int8_t>(v * 3000)); break;
         }
       }

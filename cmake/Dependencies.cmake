@@ -20,9 +20,11 @@ endif()
 # xxHash is used header-only (XXH_INLINE_ALL), so the library has nothing to link for it.
 find_path(EMBEDRT_XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
 
-if(EMBEDRT_BUILD_TOOLS OR EMBEDRT_BUILD_FUZZERS)
-  find_package(CLI11 REQUIRED)
+if(EMBEDRT_BUILD_IMPORT OR EMBEDRT_BUILD_TOOLS OR EMBEDRT_BUILD_FUZZERS)
   find_package(nlohmann_json 3.10 REQUIRED)
+endif()
+if(EMBEDRT_BUILD_TOOLS)
+  find_package(CLI11 REQUIRED)
 endif()
 if(EMBEDRT_BUILD_TESTS)
   find_package(doctest REQUIRED)

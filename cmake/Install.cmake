@@ -1,7 +1,11 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS embedrt EXPORT embedrtTargets
+set(EMBEDRT_INSTALLED_TARGETS embedrt)
+if(TARGET embedrt_import)
+  list(APPEND EMBEDRT_INSTALLED_TARGETS embedrt_import)
+endif()
+install(TARGETS ${EMBEDRT_INSTALLED_TARGETS} EXPORT embedrtTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}

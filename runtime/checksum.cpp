@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "mapped_file.hpp"
+#include "embedrt/mapped_file.hpp"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

@@ -78,6 +78,26 @@ Status for_each_token(const EmbedRequest& r, std::uint64_t n, std::uint64_t leng
 
 }  // namespace
 
+OutputDType natural_output_dtype(const Model& model) noexcept {
+  switch (model.token().dtype) {
+    case DType::kBF16: return OutputDType::kBF16;
+    case DType::kF16: return OutputDType::kF16;
+    case DType::kF32: return OutputDType::kF32;
+    case DType::kInt8Rowwise: break;
+  }
+  const std::string& source = model.metadata().source_dtype;
+  return source == "bfloat16" ? OutputDType::kBF16 : source == "float16" ? OutputDType::kF16 : OutputDType::kF32;
+}
+
+std::string_view output_dtype_name(OutputDType dtype) noexcept {
+  switch (dtype) {
+    case OutputDType::kF32: return "f32";
+    case OutputDType::kBF16: return "bf16";
+    case OutputDType::kF16: return "f16";
+  }
+  return "?";
+}
+
 Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
   Isa isa = default_isa();
   if (options.isa) {
@@ -162,6 +182,8 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
   const std::uint64_t segments = model_.segment() ? model_.segment()->rows : 0;
   const bool has_position = model_.position() != nullptr;
   const std::uint64_t limit = model_.max_positions();
+  const std::int64_t padding_id = model_.metadata().padding_id;
+  std::uint64_t nonpad = 0;  // padding-aware positions: non-pad tokens before t in sequence s
   Status valid = for_each_token(r, n, length, [&](std::uint64_t i, std::uint64_t s, std::uint64_t t) -> Status {
     const std::int64_t id = r.ids[i];
     if (id < 0 || static_cast<std::uint64_t>(id) >= vocab) return out_of_range(s, t, "id", id, vocab);
@@ -177,9 +199,14 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
         if (p < 0 || static_cast<std::uint64_t>(p) >= limit) return out_of_range(s, t, "position", p, limit);
       } else {
         const std::uint64_t start = r.start_positions.empty() ? r.start : r.start_positions[s];
-        if (start >= limit || t >= limit - start) {
+        // Sequential positions count every token; padding-aware ones only non-pads (pads use a fixed row).
+        if (t == 0) nonpad = 0;
+        const bool pad = padding_id >= 0 && id == padding_id;
+        const std::uint64_t index = padding_id >= 0 ? nonpad : t;
+        if (padding_id >= 0 && !pad) ++nonpad;
+        if (!pad && (start >= limit || index >= limit - start)) {
           return Error(ErrorCode::kOutOfRange, "sequence " + std::to_string(s) + ", position " + std::to_string(t) +
-                                                   ": position " + (start > UINT64_MAX - t ? std::string("(overflow)") : std::to_string(start + t)) +
+                                                   ": position " + (start > UINT64_MAX - index ? std::string("(overflow)") : std::to_string(start + index)) +
                                                    " is past the limit of " + std::to_string(limit) + " positions");
         }
       }
@@ -204,6 +231,7 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
   if (const TableView* w = model_.norm_weight()) a.norm_weight = reinterpret_cast<const float*>(w->bytes.data());
   if (const TableView* b = model_.norm_bias()) a.norm_bias = reinterpret_cast<const float*>(b->bytes.data());
   a.dim = dim;
+  a.token_scale = static_cast<float>(model_.metadata().token_scale);
   a.scale = static_cast<float>(model_.metadata().output_scale);
   a.epsilon = static_cast<float>(model_.metadata().norm_epsilon);
   a.ids = raw(r.ids);
@@ -215,6 +243,7 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
   a.starts = r.start_positions.empty() ? nullptr : r.start_positions.data();
   a.start = r.start;
   a.position_offset = model_.metadata().position_offset;
+  a.padding_id = padding_id;
   a.out = out.data();
   const std::uint64_t out_bytes = n * dim * (out.dtype() == OutputDType::kF32 ? 4 : 2);
   switch (options_.nontemporal) {

@@ -1,4 +1,6 @@
-#include "mapped_file.hpp"
+#include "embedrt/mapped_file.hpp"
+
+#include "errno_message.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,13 +11,18 @@
 #include <cstring>
 #include <utility>
 
-namespace embedrt::detail {
+namespace embedrt {
+namespace detail {
 
 std::string errno_message(int error_number) {
   char buffer[256];
   // GNU strerror_r returns the message pointer (possibly not the buffer).
   return std::string(strerror_r(error_number, buffer, sizeof buffer));
 }
+
+}  // namespace detail
+
+using detail::errno_message;
 
 void release_resident_pages(const std::byte* begin, const std::byte* end) noexcept {
   static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -99,4 +106,4 @@ void MappedFile::release() noexcept {
   data_ = nullptr;
 }
 
-}  // namespace embedrt::detail
+}  // namespace embedrt

@@ -11,7 +11,7 @@
 #include "byte_io.hpp"
 #include "checksum.hpp"
 #include "layout.hpp"
-#include "mapped_file.hpp"
+#include "embedrt/mapped_file.hpp"
 #include "metadata_codec.hpp"
 
 namespace embedrt {
@@ -28,7 +28,7 @@ struct ParsedFile {
 
 struct TableFile::Impl {
   std::string path;
-  detail::MappedFile mapping;
+  MappedFile mapping;
   ParsedFile parsed;
 };
 
@@ -264,7 +264,7 @@ Status Parser::parse_entry(std::size_t index, const std::byte* e, std::uint64_t&
 }  // namespace
 
 Result<TableFile> TableFile::open(const std::string& path, const OpenOptions& options) {
-  auto mapping = detail::MappedFile::map(path, options);
+  auto mapping = MappedFile::map(path, options);
   if (!mapping) return std::move(mapping).error();
   auto impl = std::make_shared<Impl>(Impl{path, std::move(*mapping), {}});
   Parser parser(impl->path, impl->mapping.bytes());

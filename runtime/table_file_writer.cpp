@@ -16,7 +16,8 @@
 #include "byte_io.hpp"
 #include "checksum.hpp"
 #include "layout.hpp"
-#include "mapped_file.hpp"
+#include "embedrt/mapped_file.hpp"
+#include "errno_message.hpp"
 #include "metadata_codec.hpp"
 
 namespace embedrt {
@@ -37,6 +38,7 @@ struct TableFileWriter::Impl {
   std::vector<std::uint64_t> strides;
   std::vector<std::uint64_t> offsets;
   std::vector<std::byte> metadata;
+  std::uint16_t version_minor = 0;
   std::uint64_t front_end = 0;
   std::uint64_t size = 0;
   int fd = -1;
@@ -119,7 +121,13 @@ Result<TableFileWriter> TableFileWriter::begin(const std::string& path, std::vec
   impl->target = path;
   impl->options = options;
   impl->specs = std::move(tables);
+  for (const auto& [key, value] : metadata.extra) {
+    if (!detail::valid_metadata_key(key)) {
+      return Error(ErrorCode::kInvalidArgument, "metadata key '" + key + "' is not 1-255 bytes of [a-z0-9._]");
+    }
+  }
   impl->metadata = detail::encode_metadata(metadata);
+  impl->version_minor = metadata.required_minor();
   if (impl->metadata.size() > detail::kMaxMetadataSize) {
     return Error(ErrorCode::kInvalidArgument, "metadata is larger than 16 MiB");
   }
@@ -194,7 +202,7 @@ void TableFileWriter::Impl::write_front_matter() noexcept {
   std::byte* h = map;
   std::memcpy(h, detail::kMagic.data(), detail::kMagic.size());
   store_le<std::uint16_t>(h + hdr::kVersionMajor, kFormatVersionMajor);
-  store_le<std::uint16_t>(h + hdr::kVersionMinor, kFormatVersionMinor);
+  store_le<std::uint16_t>(h + hdr::kVersionMinor, version_minor);
   store_le<std::uint32_t>(h + hdr::kHeaderSize, hdr::kSize);
   store_le<std::uint64_t>(h + hdr::kFileSize, size);
   store_le<std::uint32_t>(h + hdr::kTableCount, static_cast<std::uint32_t>(specs.size()));

@@ -11,7 +11,7 @@
 
 #include "embedrt/embedder.hpp"
 #include "embedrt/embedrt.hpp"
-#include "half.hpp"
+#include "embedrt/half.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace embedrt;
@@ -54,10 +54,10 @@ Model make_model(TempDir& dir, const Spec& s, std::uint32_t seed) {
       switch (specs[t].dtype) {
         case DType::kF32: std::memcpy(row.data(), v.data(), 4 * s.dim); break;
         case DType::kF16:
-          for (std::uint64_t j = 0; j < s.dim; ++j) { const auto h = detail::f32_to_f16(v[j]); std::memcpy(row.data() + 2 * j, &h, 2); }
+          for (std::uint64_t j = 0; j < s.dim; ++j) { const auto h = f32_to_f16(v[j]); std::memcpy(row.data() + 2 * j, &h, 2); }
           break;
         case DType::kBF16:
-          for (std::uint64_t j = 0; j < s.dim; ++j) { const auto h = detail::f32_to_bf16(v[j]); std::memcpy(row.data() + 2 * j, &h, 2); }
+          for (std::uint64_t j = 0; j < s.dim; ++j) { const auto h = f32_to_bf16(v[j]); std::memcpy(row.data() + 2 * j, &h, 2); }
           break;
         case DType::kInt8Rowwise: {
           for (std::uint64_t j = 0; j < s.dim; ++j) row[j] = static_cast<std::byte>(static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng)));
@@ -136,7 +136,7 @@ std::vector<Batch> batches(const Spec& s, std::mt19937& rng) {
 std::vector<float> decode_output(const std::vector<std::uint16_t>& bits, OutputDType dtype) {
   std::vector<float> out(bits.size());
   for (std::size_t i = 0; i < bits.size(); ++i) {
-    out[i] = dtype == OutputDType::kBF16 ? detail::bf16_to_f32(bits[i]) : detail::f16_to_f32(bits[i]);
+    out[i] = dtype == OutputDType::kBF16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
   }
   return out;
 }
@@ -183,8 +183,8 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
             const std::vector<float> decoded = decode_output(bits, od);
             int bad = 0;
             for (std::size_t k = 0; k < want.size(); ++k) {
-              const float rounded = od == OutputDType::kBF16 ? detail::bf16_to_f32(detail::f32_to_bf16(want[k]))
-                                                             : detail::f16_to_f32(detail::f32_to_f16(want[k]));
+              const float rounded = od == OutputDType::kBF16 ? bf16_to_f32(f32_to_bf16(want[k]))
+                                                             : f16_to_f32(f32_to_f16(want[k]));
               // With LayerNorm the f32 value may differ in its last bits, so allow one 16-bit ulp.
               const float ulp = std::fabs(rounded) * (od == OutputDType::kBF16 ? 1.0f / 128 : 1.0f / 1024) + 1e-6f;
               bad += s.norm ? !(std::fabs(decoded[k] - rounded) <= ulp) : !same(decoded[k], rounded);

@@ -8,9 +8,9 @@
 #include <limits>
 #include <random>
 
-#include "half.hpp"
+#include "embedrt/half.hpp"
 
-using namespace embedrt::detail;
+using namespace embedrt;
 
 namespace {
 

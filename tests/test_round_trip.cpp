@@ -5,7 +5,7 @@
 #include <random>
 
 #include "embedrt/embedrt.hpp"
-#include "half.hpp"
+#include "embedrt/half.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace embedrt;
@@ -38,13 +38,13 @@ std::vector<std::byte> encode(DType dtype, std::uint64_t rows, std::uint64_t dim
           decoded[r * dim + j] = v;
           break;
         case DType::kF16: {
-          const std::uint16_t h = detail::f32_to_f16(v);
+          const std::uint16_t h = f32_to_f16(v);
           std::memcpy(row + 2 * j, &h, 2);
           decoded[r * dim + j] = v;
           break;
         }
         case DType::kBF16: {
-          const std::uint16_t h = detail::f32_to_bf16(v);
+          const std::uint16_t h = f32_to_bf16(v);
           std::memcpy(row + 2 * j, &h, 2);
           decoded[r * dim + j] = v;
           break;

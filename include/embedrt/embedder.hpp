@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include <oneapi/tbb/task_arena.h>
 
@@ -70,6 +71,11 @@ class OutputSpan {
   std::size_t size_;
   OutputDType dtype_;
 };
+
+// The output dtype transformers gives for this model: the table's 16-bit dtype (bf16, f16), else
+// f32; an int8 table follows the dtype of the checkpoint it came from (metadata source.dtype).
+OutputDType natural_output_dtype(const Model& model) noexcept;
+std::string_view output_dtype_name(OutputDType dtype) noexcept;  // "f32", "bf16", "f16"
 
 struct EmbedRequest {
   IdSpan ids;  // all sequences back to back

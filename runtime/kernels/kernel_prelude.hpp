@@ -7,5 +7,5 @@
 #include <cstdint>
 #include <cstring>
 
-#include "half.hpp"
+#include "embedrt/half.hpp"
 #include "kernels/kernel_args.hpp"

@@ -8,12 +8,12 @@ struct Traits {
   static constexpr std::uint64_t kWidth = 1;
   static constexpr bool kCanStream = false;
   static V load_f32(const std::byte* p) { V v; std::memcpy(&v, p, 4); return v; }
-  static V load_f16(const std::byte* p) { std::uint16_t h; std::memcpy(&h, p, 2); return detail::f16_to_f32(h); }
-  static V load_bf16(const std::byte* p) { std::uint16_t h; std::memcpy(&h, p, 2); return detail::bf16_to_f32(h); }
+  static V load_f16(const std::byte* p) { std::uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
+  static V load_bf16(const std::byte* p) { std::uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
   static V load_i8(const std::byte* p) { return static_cast<float>(static_cast<std::int8_t>(*p)); }
   static void store_f32(std::byte* p, V v, bool) { std::memcpy(p, &v, 4); }
-  static void store_f16(std::byte* p, V v, bool) { const std::uint16_t h = detail::f32_to_f16(v); std::memcpy(p, &h, 2); }
-  static void store_bf16(std::byte* p, V v, bool) { const std::uint16_t h = detail::f32_to_bf16(v); std::memcpy(p, &h, 2); }
+  static void store_f16(std::byte* p, V v, bool) { const std::uint16_t h = f32_to_f16(v); std::memcpy(p, &h, 2); }
+  static void store_bf16(std::byte* p, V v, bool) { const std::uint16_t h = f32_to_bf16(v); std::memcpy(p, &h, 2); }
   static float hsum(V v) { return v; }
   static void fence() {}
   static void prefetch(const std::byte* p) { __builtin_prefetch(p); }

@@ -44,7 +44,7 @@ struct Traits {
     alignas(16) float f[4];
     v.store_aligned(f);
     alignas(8) std::uint16_t h[4];
-    for (int k = 0; k < 4; ++k) h[k] = detail::f32_to_f16(f[k]);
+    for (int k = 0; k < 4; ++k) h[k] = f32_to_f16(f[k]);
     std::int64_t bits;
     std::memcpy(&bits, h, 8);
     store8(p, bits, stream);

@@ -50,7 +50,7 @@ def convert(name, inputs, *extra):
 def embed(model, ids, start=0, segments=None):
     ids = torch.as_tensor(ids)
     args = ["embed", model, "--ids", ",".join(map(str, ids.flatten().tolist())), "--batch", ids.shape[0],
-            "--start", start, "--json"]
+            "--start", start, "--json", "--out-dtype", "f32"]
     if segments is not None:
         args += ["--segments", ",".join(map(str, torch.as_tensor(segments).flatten().tolist()))]
     r = run(*args)
@@ -108,8 +108,11 @@ def test_gpt2_dtypes():
         m.load_state_dict({k: v.to(m.transformer.wte.weight.dtype) for k, v in gpt.state_dict().items()})
         path = os.path.join(WORK, f"gpt2_{label}.pt")
         torch.save(m.state_dict(), path)
-        model, stdout = convert(f"gpt2_{label}", [path])
-        check(f"gpt2 {label} detected", "preset: gpt2" in stdout, stdout)
+        model, stdout = convert(f"gpt2_{label}", [path], "--dtype", "f32")
+        check(f"gpt2 {label} detected", "recipe: gpt2" in stdout, stdout)
+        native = {"f32": "f32", "f16": "f16", "bf16": "bf16", "f64": "f32"}[label]
+        _, stdout = convert(f"gpt2_{label}_native", [path])
+        check(f"gpt2 {label} checkpoint -> {native} tables by default", f"tables as {native}" in stdout, stdout)
         wte, wpe = m.transformer.wte.weight.detach().float(), m.transformer.wpe.weight.detach().float()
         got = embed(model, ids, start)
         if label == "f32":
@@ -183,7 +186,7 @@ def test_bert_and_roberta():
         path = os.path.join(WORK, f"{family}.bin")
         torch.save(sd, path)
         model, stdout = convert(family, [path])
-        check(f"{family} detected", f"preset: {family}" in stdout, stdout)
+        check(f"{family} detected", f"recipe: {family}" in stdout, stdout)
         meta = json.loads(run("inspect", "--json", model).stdout)["metadata"]
         check(f"{family} metadata", meta["model.family"] == family and meta["position.offset"] == offset and
               math.isclose(meta["norm.epsilon"], eps), meta)
@@ -210,8 +213,12 @@ def test_opt():
     sd = {"model.decoder.embed_tokens.weight": tok.weight, "model.decoder.embed_positions.weight": pos.weight}
     path = os.path.join(WORK, "opt.bin")
     torch.save(sd, path)
-    model, stdout = convert("opt", [path])
-    check("opt detected", "preset: opt" in stdout, stdout)
+    # Without config.json, OPT's names are also Whisper's decoder's (no offset): refused, not guessed.
+    r = run("convert", path, "-o", os.path.join(WORK, "opt_guess.embt"))
+    check("opt names without config refused", r.returncode != 0 and "opt:" in r.stderr and "whisper:" in r.stderr
+          and "--preset" in r.stderr, r.stderr)
+    model, stdout = convert("opt", [path], "--preset", "opt")
+    check("opt by preset", "recipe: opt" in stdout, stdout)
     ids = ids_for(90)
     with torch.no_grad():
         expect_exact("opt positions offset by 2", embed(model, ids, 4), tok(ids) + pos(torch.arange(4, 4 + ids.shape[1]) + 2))
@@ -286,8 +293,12 @@ def test_token_only_families():
         tok = torch.nn.Embedding(vocab, dim)
         path = os.path.join(WORK, f"{family}.pt")
         torch.save({name: tok.weight, "model.norm.weight": torch.ones(dim)}, path)
-        model, stdout = convert(family, [path])
-        check(f"{family} detected", f"preset: {family}" in stdout, stdout)
+        if family != "t5":  # llama's names are gemma's too, and gemma scales: refused without config
+            r = run("convert", path, "-o", os.path.join(WORK, f"{family}_guess.embt"))
+            check(f"{family} names without config refused", r.returncode != 0 and "llama:" in r.stderr and
+                  "gemma:" in r.stderr, r.stderr)
+        model, stdout = convert(family, [path], *(["--preset", family] if family != "t5" else []))
+        check(f"{family} detected", f"recipe: {family}" in stdout, stdout)
         ids = ids_for(vocab)
         with torch.no_grad():
             want = tok(ids)

@@ -33,7 +33,7 @@ def check(name, condition, detail=""):
 
 def embed(model, ids, batch, start):
     run = subprocess.run([cli, "embed", model, "--ids", ",".join(map(str, ids)), "--batch", str(batch),
-                          "--start", str(start), "--json"], capture_output=True, text=True)
+                          "--start", str(start), "--json", "--out-dtype", "f32"], capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(run.stderr)
     doc = json.loads(run.stdout)

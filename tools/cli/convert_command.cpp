@@ -8,10 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.hpp"
 #include "commands.hpp"
-#include "convert.hpp"
-#include "presets.hpp"
+#include "embedrt/import.hpp"
 #include "progress_bar.hpp"
 #include "text_format.hpp"
 
@@ -25,7 +23,9 @@ struct ConvertArgs {
   import::TableOverrides overrides;
   double norm_eps = -1;
   std::string key;
-  std::string dtype = "f32";
+  std::string dtype = "native";
+  std::string config;
+  bool ignore_config = false;
   bool force = false;
   bool progress = false, no_progress = false;
   bool no_crc_check = false;
@@ -35,12 +35,21 @@ struct ConvertArgs {
 };
 
 int run(const ConvertArgs& args) {
-  const auto dtype = parse_dtype(args.dtype);
-  if (!dtype) return report(Error(ErrorCode::kInvalidArgument, "--dtype '" + args.dtype + "': expected f32, f16, bf16 or int8"));
+  std::optional<DType> dtype;
+  if (args.dtype != "native") {
+    dtype = parse_dtype(args.dtype);
+    if (!dtype) {
+      return report(Error(ErrorCode::kInvalidArgument, "--dtype '" + args.dtype + "': expected native, f32, f16, bf16 or int8"));
+    }
+  }
+  if (!args.config.empty() && args.ignore_config) {
+    return report(Error(ErrorCode::kInvalidArgument, "--config and --ignore-config exclude each other"));
+  }
   if (!args.force && ::access(args.output.c_str(), F_OK) == 0) {
     return report(Error(ErrorCode::kAlreadyExists, "'" + args.output + "' exists; use --force to replace it"));
   }
-  auto checkpoint = import::open_checkpoint(args.inputs, {.check_crc = !args.no_crc_check, .key = args.key});
+  auto checkpoint = import::open_checkpoint(args.inputs, {.check_crc = !args.no_crc_check, .key = args.key,
+                                                         .config_path = args.config, .ignore_config = args.ignore_config});
   if (!checkpoint) return report(checkpoint.error());
   if (args.verbose > 0) {
     for (std::size_t i = 0; i < checkpoint->files.size(); ++i) {
@@ -50,31 +59,36 @@ int run(const ConvertArgs& args) {
   }
   import::TableOverrides overrides = args.overrides;
   if (args.norm_eps >= 0) overrides.norm_epsilon = args.norm_eps;
-  auto plan = import::plan_model(checkpoint->tensors, args.preset, overrides);
+  auto plan = import::plan_model(*checkpoint, {.preset = args.preset, .overrides = overrides});
   if (!plan) return report(plan.error());
   if (args.positions == "sinusoidal") {
     if (Status s = import::add_sinusoidal_positions(*plan, args.context); !s) return report(s.error());
   } else if (!args.positions.empty()) {
     return report(Error(ErrorCode::kInvalidArgument, "--positions '" + args.positions + "': only 'sinusoidal' is generated"));
   }
-  for (const std::string& f : checkpoint->files) plan->metadata.source_files += (plan->metadata.source_files.empty() ? "" : "\n") + f;
-  plan->metadata.source_dtype = std::string(import::source_dtype_name(plan->tables[0].tensor->dtype));
+  const import::ConvertOptions convert_options{.dtype = dtype, .overwrite = args.force};
   if (args.quiet == 0) {
-    std::printf("preset: %s (%s)\n", plan->family.c_str(), plan->explanation.c_str());
+    std::printf("recipe: %s (%s)\n", plan->family.c_str(), printable(plan->explanation).c_str());
+    if (const auto rules = plan->metadata.extra.find("recipe.rules"); rules != plan->metadata.extra.end()) {
+      std::printf("  computes %s\n", printable(std::get<std::string>(rules->second)).c_str());
+    }
     if (plan->sinusoidal_context) {
       std::printf("  %-12s generated sinusoidal [%llu, %lld]\n", "position",
                   static_cast<unsigned long long>(plan->sinusoidal_context),
                   static_cast<long long>(plan->tables[0].tensor->shape.back()));
     }
     for (const import::ChosenTable& c : plan->tables) {
-      std::printf("  %-12s %s %s %s\n", std::string(role_name(c.role)).c_str(), c.tensor->name.c_str(),
-                  std::string(import::source_dtype_name(c.tensor->dtype)).c_str(), import::shape_string(c.tensor->shape).c_str());
+      std::printf("  %-12s %s %s %s%s\n", std::string(role_name(c.role)).c_str(), printable(c.tensor->name).c_str(),
+                  std::string(import::source_dtype_name(c.tensor->dtype)).c_str(), import::shape_string(c.tensor->shape).c_str(),
+                  c.projection ? (" @ " + printable(c.projection->name) + "^T (folded)").c_str() : "");
     }
+    std::printf("  tables as %s%s\n", std::string(dtype_name(import::table_dtype(*plan, convert_options))).c_str(),
+                dtype ? "" : " (the checkpoint's dtype; --dtype changes it)");
     std::fflush(stdout);
   }
   const bool show_progress = args.progress || (!args.no_progress && args.quiet == 0 && ::isatty(STDERR_FILENO));
   ProgressBar bar(show_progress, "converting");
-  auto reports = import::convert_model(*plan, args.output, {.dtype = *dtype, .overwrite = args.force},
+  auto reports = import::convert_model(*plan, args.output, convert_options,
                                        [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); });
   bar.finish();
   if (!reports) return report(reports.error());
@@ -102,7 +116,12 @@ Runner add_convert_command(CLI::App& app) {
   cmd->add_option("INPUT", args->inputs, ".pt/.pth/.bin (torch zip or legacy), .safetensors, *.index.json, or a model folder")
       ->required();
   cmd->add_option("-o,--output", args->output, "the .embt file to write")->required();
-  cmd->add_option("--preset", args->preset, "model family: auto, gpt2, bert, roberta, opt, llama, gemma, t5");
+  std::string presets = "auto";
+  for (const std::string& name : import::recipe_names()) presets += ", " + name;
+  cmd->add_option("--preset", args->preset, "model family recipe: " + presets +
+                                               " (auto: config.json's model_type, else tensor names when unambiguous)");
+  cmd->add_option("--config", args->config, "the model's config.json (default: the one in the folder or beside INPUT)");
+  cmd->add_flag("--ignore-config", args->ignore_config, "plan from tensor names and flags alone");
   cmd->add_option("--token", args->overrides.token, "tensor name of the token table");
   cmd->add_option("--position", args->overrides.position, "tensor name of the position table");
   cmd->add_option("--segment", args->overrides.segment, "tensor name of the token-type (segment) table");
@@ -110,7 +129,7 @@ Runner add_convert_command(CLI::App& app) {
   cmd->add_option("--norm-bias", args->overrides.norm_bias, "tensor name of the LayerNorm bias");
   cmd->add_option("--norm-eps", args->norm_eps, "LayerNorm epsilon (default: the preset's)");
   cmd->add_option("--key", args->key, "dotted path of the state dict inside a checkpoint (e.g. model)");
-  cmd->add_option("--dtype", args->dtype, "table dtype: f32, f16, bf16 or int8 (rowwise scale and bias)");
+  cmd->add_option("--dtype", args->dtype, "table dtype: native (the checkpoint's: bf16 stays bf16; f64 becomes f32), f32, f16, bf16 or int8 (rowwise)");
   cmd->add_option("--positions", args->positions, "generate a position table: sinusoidal (original Transformer)");
   cmd->add_option("--context", args->context, "rows of the generated position table");
   cmd->add_flag("--force", args->force, "replace OUT if it exists");

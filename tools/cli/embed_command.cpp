@@ -8,7 +8,7 @@
 #include "embedrt/embedder.hpp"
 #include "embedrt/model.hpp"
 #include "embedrt/reference.hpp"
-#include "half.hpp"
+#include "embedrt/half.hpp"
 #include "text_format.hpp"
 
 namespace embedrt::cli {
@@ -21,7 +21,7 @@ struct EmbedArgs {
   std::uint64_t batch = 1;
   std::uint64_t start = 0;
   bool json = false;
-  std::string out_dtype = "f32";
+  std::string out_dtype = "model";
   std::string isa;
   bool reference = false;
 };
@@ -84,17 +84,20 @@ int run(const EmbedArgs& args) {
                             " ids, which do not split into --batch " + std::to_string(args.batch) +
                             " sequences of equal length"));
   }
-  const auto out_dtype = parse_output_dtype(args.out_dtype);
+  auto out_dtype = args.out_dtype == "model" ? std::optional<OutputDType>(OutputDType::kF32) : parse_output_dtype(args.out_dtype);
   if (!out_dtype) {
-    return report(Error(ErrorCode::kInvalidArgument, "--out-dtype '" + args.out_dtype + "': expected f32, bf16 or f16"));
+    return report(Error(ErrorCode::kInvalidArgument, "--out-dtype '" + args.out_dtype + "': expected model, f32, bf16 or f16"));
   }
   auto model = Model::open(args.model);
   if (!model) return report(model.error());
+  if (args.out_dtype == "model") out_dtype = natural_output_dtype(*model);
   const std::uint64_t dim = model->dim();
   const std::uint64_t length = ids->size() / args.batch;
   std::vector<float> out(ids->size() * dim);
   if (args.reference) {
-    if (*out_dtype != OutputDType::kF32) return report(Error(ErrorCode::kInvalidArgument, "--reference computes f32 only"));
+    if (*out_dtype != OutputDType::kF32) {
+      return report(Error(ErrorCode::kInvalidArgument, "--reference computes f32 only (add --out-dtype f32)"));
+    }
     if (Status s = reference_embed(*model, *ids, args.batch, args.start, out, *segments); !s) return report(s.error());
   } else {
     EmbedderOptions options;
@@ -117,7 +120,7 @@ int run(const EmbedArgs& args) {
       const bool bf16 = *out_dtype == OutputDType::kBF16;
       std::vector<std::uint16_t> bits(out.size());
       s = embedder->embed(request, OutputSpan(bits, *out_dtype));
-      for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16 ? detail::bf16_to_f32(bits[i]) : detail::f16_to_f32(bits[i]);
+      for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
     }
     if (!s) return report(s.error());
   }
@@ -140,7 +143,7 @@ Runner add_embed_command(CLI::App& app) {
   cmd->add_option("--start", args->start, "position of the first token of each sequence");
   cmd->add_option("--segments", args->segments, "comma-separated token type ids, one per id (default all 0)");
   cmd->add_flag("--json", args->json, R"(print {"shape": [B, L, D], "data": [...]})");
-  cmd->add_option("--out-dtype", args->out_dtype, "output precision: f32, bf16 or f16 (printed as decoded floats)");
+  cmd->add_option("--out-dtype", args->out_dtype, "output precision: model (the model's own: bf16 for a bf16 table, ...), f32, bf16 or f16 (printed as decoded floats)");
   cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512 (default: best, or EMBEDRT_ISA)");
   cmd->add_flag("--reference", args->reference, "use the scalar reference path (the test oracle) instead of the kernels");
   return [args]() { return run(*args); };

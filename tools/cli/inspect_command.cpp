@@ -4,9 +4,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
+#include <variant>
 
-#include "checkpoint.hpp"
 #include "commands.hpp"
+#include "embedrt/import.hpp"
 #include "embedrt/table_file.hpp"
 #include "text_format.hpp"
 
@@ -26,9 +28,14 @@ nlohmann::ordered_json to_json(const TableFile& file) {
       {"context_length", m.context_length},
       {"position.offset", m.position_offset},
       {"position.kind", position_kind_name(m.position_kind)},
+      {"token.scale", m.token_scale},
       {"output.scale", m.output_scale},
       {"norm.epsilon", m.norm_epsilon},
   };
+  if (m.padding_id >= 0) doc["metadata"]["position.padding_id"] = m.padding_id;
+  for (const auto& [key, value] : m.extra) {
+    std::visit([&, k = key](const auto& v) { doc["metadata"][k] = v; }, value);
+  }
   auto& tables = doc["tables"] = nlohmann::ordered_json::array();
   for (const TableView& t : file.tables()) {
     char checksum[19];
@@ -54,8 +61,25 @@ void print_text(const TableFile& file) {
               std::string(position_kind_name(m.position_kind)).c_str(),
               static_cast<unsigned long long>(m.context_length),
               static_cast<unsigned long long>(m.position_offset));
-  std::printf("scale:     %s\nnorm eps:  %s\n", format_float(static_cast<float>(m.output_scale)).c_str(),
-              format_float(static_cast<float>(m.norm_epsilon)).c_str());
+  if (m.padding_id >= 0) {
+    std::printf("padding:   id %lld takes position row %llu; other tokens count non-pads only\n",
+                static_cast<long long>(m.padding_id), static_cast<unsigned long long>(m.position_offset - 1));
+  }
+  std::printf("scale:     token %s, output %s\nnorm eps:  %s\n", format_float(static_cast<float>(m.token_scale)).c_str(),
+              format_float(static_cast<float>(m.output_scale)).c_str(), format_float(static_cast<float>(m.norm_epsilon)).c_str());
+  for (const auto& [key, value] : m.extra) {
+    const std::string text = std::visit([](const auto& v) -> std::string {
+      using T = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<T, std::string>) return v;
+      else if constexpr (std::is_same_v<T, double>) {
+        char buffer[32];
+        std::snprintf(buffer, sizeof buffer, "%.17g", v);
+        return buffer;
+      }
+      else return std::to_string(v);
+    }, value);
+    std::printf("%-10s %s\n", (key + ":").c_str(), printable(text).c_str());
+  }
   if (!m.source_dtype.empty()) std::printf("source:    %s\n", m.source_dtype.c_str());
   if (!m.source_files.empty()) std::printf("files:     %s\n", m.source_files.c_str());
   std::printf("\n%-32s %-12s %-6s %-18s %10s %12s\n", "table", "role", "dtype", "shape", "row_stride",
@@ -81,13 +105,21 @@ bool is_embt(const std::string& path) {
 }
 
 int inspect_checkpoint(const std::string& path, bool json) {
-  std::error_code ignored;
   auto checkpoint = import::open_checkpoint({path});
   if (!checkpoint) return report(checkpoint.error());
+  // What convert would do with it: the recipe and its evidence, or why none fits.
+  auto plan = import::plan_model(*checkpoint);
   if (json) {
     nlohmann::ordered_json doc;
     doc["files"] = checkpoint->files;
     doc["formats"] = checkpoint->formats;
+    if (!checkpoint->config_path.empty()) doc["config"] = checkpoint->config_path;
+    if (plan) {
+      doc["recipe"] = {{"name", plan->family}, {"evidence", plan->explanation}};
+      for (const import::ChosenTable& c : plan->tables) doc["recipe"]["tables"][std::string(role_name(c.role))] = c.tensor->name;
+    } else {
+      doc["recipe"] = {{"error", plan.error().message()}};
+    }
     auto& tensors = doc["tensors"] = nlohmann::ordered_json::array();
     for (const import::SourceTensor& t : checkpoint->tensors) {
       tensors.push_back({{"name", t.name},
@@ -96,11 +128,20 @@ int inspect_checkpoint(const std::string& path, bool json) {
                          {"strides", t.strides},
                          {"storage_offset", t.storage_offset}});
     }
-    std::printf("%s\n", doc.dump(2).c_str());
+    std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;
   }
   for (std::size_t i = 0; i < checkpoint->files.size(); ++i) {
-    std::printf("%s: %s\n", checkpoint->files[i].c_str(), checkpoint->formats[i].c_str());
+    std::printf("%s: %s\n", printable(checkpoint->files[i]).c_str(), checkpoint->formats[i].c_str());
+  }
+  if (!checkpoint->config_path.empty()) std::printf("config: %s\n", printable(checkpoint->config_path).c_str());
+  if (plan) {
+    std::printf("recipe: %s (%s)\n", plan->family.c_str(), printable(plan->explanation).c_str());
+    for (const import::ChosenTable& c : plan->tables) {
+      std::printf("  %-12s %s\n", std::string(role_name(c.role)).c_str(), printable(c.tensor->name).c_str());
+    }
+  } else {
+    std::printf("recipe: none: %s\n", printable(plan.error().message()).c_str());
   }
   std::printf("\n%-48s %-9s %-18s %-16s %s\n", "tensor", "dtype", "shape", "strides", "storage offset");
   for (const import::SourceTensor& t : checkpoint->tensors) {
@@ -125,7 +166,7 @@ Runner add_inspect_command(CLI::App& app) {
     auto file = TableFile::open(*path);
     if (!file) return report(file.error());
     if (*json) {
-      std::printf("%s\n", to_json(*file).dump(2).c_str());
+      std::printf("%s\n", to_json(*file).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       print_text(*file);
     }

@@ -3,7 +3,10 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "embedrt/half.hpp"
 #include "float_text.hpp"
+
+#include <cstring>
 
 namespace embedrt::serve {
 namespace {
@@ -171,34 +174,57 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<st
   return r;
 }
 
+namespace {
+
+const char* wire_datatype(OutputDType dtype) {
+  switch (dtype) {
+    case OutputDType::kBF16: return "BF16";
+    case OutputDType::kF16: return "FP16";
+    case OutputDType::kF32: break;
+  }
+  return "FP32";
+}
+
+}  // namespace
+
 InferResponse make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
-                                  const std::vector<float>& embeddings) {
+                                  OutputDType dtype, std::span<const std::byte> embeddings) {
   std::string head = R"({"model_name":)" + json(model).dump() + R"(,"model_version":"1")";
   if (!request.id.empty()) head += R"(,"id":)" + json(request.id).dump();
-  head += R"(,"outputs":[{"name":"embeddings","datatype":"FP32","shape":[)" + std::to_string(request.batch) + "," +
-          std::to_string(request.length) + "," + std::to_string(dim) + "]";
+  head += R"(,"outputs":[{"name":"embeddings","datatype":")" + std::string(wire_datatype(dtype)) + R"(","shape":[)" +
+          std::to_string(request.batch) + "," + std::to_string(request.length) + "," + std::to_string(dim) + "]";
   InferResponse response;
   if (request.binary_output) {
-    const std::size_t bytes = embeddings.size() * sizeof(float);
-    head += R"(,"parameters":{"binary_data_size":)" + std::to_string(bytes) + "}}]}";
+    head += R"(,"parameters":{"binary_data_size":)" + std::to_string(embeddings.size()) + "}}]}";
     response.header_length = head.size();
     response.body = std::move(head);
-    response.body.append(reinterpret_cast<const char*>(embeddings.data()), bytes);
+    response.body.append(reinterpret_cast<const char*>(embeddings.data()), embeddings.size());
     return response;
   }
+  // JSON: each element as the float it decodes to (16-bit values are exact in float32).
+  const std::size_t element = dtype == OutputDType::kF32 ? 4 : 2;
+  const std::size_t count = embeddings.size() / element;
   std::string body = std::move(head);
-  body.reserve(body.size() + embeddings.size() * 12 + 16);
+  body.reserve(body.size() + count * 12 + 16);
   body += R"(,"data":[)";
-  for (std::size_t i = 0; i < embeddings.size(); ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     if (i) body += ',';
-    text::append_float(body, embeddings[i]);
+    float value;
+    if (element == 4) {
+      std::memcpy(&value, embeddings.data() + 4 * i, 4);
+    } else {
+      std::uint16_t bits;
+      std::memcpy(&bits, embeddings.data() + 2 * i, 2);
+      value = dtype == OutputDType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+    }
+    text::append_float(body, value);
   }
   body += "]}]}";
   response.body = std::move(body);
   return response;
 }
 
-std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments) {
+std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments, OutputDType dtype) {
   json inputs = json::array({
       {{"name", "input_ids"}, {"datatype", "INT64"}, {"shape", {-1, -1}}},
       {{"name", "position_start"}, {"datatype", "INT64"}, {"shape", {-1}}, {"optional", true}},
@@ -206,7 +232,7 @@ std::string model_metadata_json(const std::string& model, std::uint64_t dim, boo
   if (has_segments) inputs.push_back({{"name", "token_type_ids"}, {"datatype", "INT64"}, {"shape", {-1, -1}}, {"optional", true}});
   const json doc = {{"name", model}, {"versions", {"1"}}, {"platform", "embedrt"},
                     {"inputs", inputs},
-                    {"outputs", json::array({{{"name", "embeddings"}, {"datatype", "FP32"},
+                    {"outputs", json::array({{{"name", "embeddings"}, {"datatype", wire_datatype(dtype)},
                                               {"shape", {-1, -1, static_cast<std::int64_t>(dim)}}}})}};
   return doc.dump();
 }

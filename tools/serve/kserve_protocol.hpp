@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "embedrt/embedder.hpp"
 #include "embedrt/error.hpp"
 
 namespace embedrt::serve {
@@ -33,10 +35,11 @@ struct InferResponse {
   std::string body;
   std::optional<std::uint64_t> header_length;
 };
+// `embeddings` holds the output in `dtype` (FP32, BF16 or FP16 on the wire).
 InferResponse make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
-                                  const std::vector<float>& embeddings);
+                                  OutputDType dtype, std::span<const std::byte> embeddings);
 
-std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments);
+std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments, OutputDType dtype);
 std::string error_json(const std::string& message);
 
 }  // namespace embedrt::serve

@@ -47,7 +47,7 @@ class Service {
       auto model = served(req.matches[1], res);
       if (!model) return;
       const Model& m = model->embedder.model();
-      send_json(res, 200, model_metadata_json(model->name, m.dim(), m.segment() != nullptr));
+      send_json(res, 200, model_metadata_json(model->name, m.dim(), m.segment() != nullptr, natural_output_dtype(m)));
     });
     server.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
       if (served(req.matches[1], res)) send_json(res, 200, R"({"ready":true})");
@@ -112,13 +112,18 @@ class Service {
     auto request = parse_infer_request(req.body, header_length, options_.max_batch_tokens);
     if (!request) return send_json(res, 400, error_json(request.error().message()));
     const std::uint64_t dim = model->embedder.model().dim();
-    std::vector<float> out(request->ids.size() * dim);
+    // The model's own output dtype (bf16 for a bf16 table, as transformers computes it).
+    const OutputDType dtype = natural_output_dtype(model->embedder.model());
+    const std::size_t count = request->ids.size() * dim;
+    std::vector<float> out_f32(dtype == OutputDType::kF32 ? count : 0);
+    std::vector<std::uint16_t> out_16(dtype == OutputDType::kF32 ? 0 : count);
+    const OutputSpan out_span = dtype == OutputDType::kF32 ? OutputSpan(out_f32) : OutputSpan(out_16, dtype);
     EmbedRequest r;
     r.ids = request->ids;
     r.sequences = request->batch;
     r.start_positions = request->starts;
     r.segment_ids = request->segments;
-    if (Status s = model->embedder.embed(r, OutputSpan(out)); !s) {
+    if (Status s = model->embedder.embed(r, out_span); !s) {
       const char* field = s.error().message().find("segment") != std::string::npos ? "token_type_ids"
                           : s.error().message().find("position ") != std::string::npos &&
                                   s.error().message().find(": position") != std::string::npos
@@ -127,7 +132,8 @@ class Service {
       return send_json(res, 400, error_json(std::string(field) + ": " + s.error().message()));
     }
     tokens = request->ids.size();
-    InferResponse response = make_infer_response(model->name, *request, dim, out);
+    const auto bytes = dtype == OutputDType::kF32 ? std::as_bytes(std::span(out_f32)) : std::as_bytes(std::span(out_16));
+    InferResponse response = make_infer_response(model->name, *request, dim, dtype, bytes);
     res.status = 200;
     if (response.header_length) {
       res.set_header("Inference-Header-Content-Length", std::to_string(*response.header_length));

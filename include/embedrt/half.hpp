@@ -1,4 +1,4 @@
-// Scalar conversions between float and the 16-bit types. Used by the reference path, the
+// Scalar conversions between float and the 16-bit types (bfloat16 and IEEE half as raw bits). Used by the reference path, the
 // converter and the tails of vector kernels, so they must be exact: round to nearest even,
 // NaN stays NaN (quiet), infinities and signed zeros are kept, subnormals are handled.
 // `static`: every translation unit, including the per-ISA kernel units built with wider
@@ -9,7 +9,7 @@
 #include <bit>
 #include <cstdint>
 
-namespace embedrt::detail {
+namespace embedrt {
 
 static inline float bf16_to_f32(std::uint16_t h) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
@@ -67,4 +67,4 @@ static inline std::uint16_t f32_to_f16(float f) noexcept {
   return static_cast<std::uint16_t>(sign | (rounded >> 13));
 }
 
-}  // namespace embedrt::detail
+}  // namespace embedrt

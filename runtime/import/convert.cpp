@@ -1,12 +1,13 @@
-#include "convert.hpp"
+#include "embedrt/import.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "embedrt/table_file_writer.hpp"
-#include "half.hpp"
-#include "mapped_file.hpp"
+#include "embedrt/half.hpp"
+#include "embedrt/mapped_file.hpp"
+#include "recipe_table.hpp"
 
 namespace embedrt::import {
 namespace {
@@ -24,8 +25,8 @@ void read_row(const SourceTensor& t, std::uint64_t row, std::uint64_t dim, doubl
     switch (t.dtype) {
       case SourceDType::kF64: { double v; std::memcpy(&v, p, 8); out[j] = v; break; }
       case SourceDType::kF32: { float v; std::memcpy(&v, p, 4); out[j] = v; break; }
-      case SourceDType::kF16: { std::uint16_t v; std::memcpy(&v, p, 2); out[j] = detail::f16_to_f32(v); break; }
-      case SourceDType::kBF16: { std::uint16_t v; std::memcpy(&v, p, 2); out[j] = detail::bf16_to_f32(v); break; }
+      case SourceDType::kF16: { std::uint16_t v; std::memcpy(&v, p, 2); out[j] = f16_to_f32(v); break; }
+      case SourceDType::kBF16: { std::uint16_t v; std::memcpy(&v, p, 2); out[j] = bf16_to_f32(v); break; }
       default: out[j] = 0; break;  // refused earlier by plan_model
     }
   }
@@ -102,16 +103,16 @@ Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::spa
       return {};
     case DType::kF16:
       for (std::uint64_t j = 0; j < dim; ++j) {
-        const std::uint16_t h = detail::f32_to_f16(static_cast<float>(values[j]));
+        const std::uint16_t h = f32_to_f16(static_cast<float>(values[j]));
         std::memcpy(out.data() + 2 * j, &h, 2);
-        stats.add(values[j], detail::f16_to_f32(h));
+        stats.add(values[j], f16_to_f32(h));
       }
       return {};
     case DType::kBF16:
       for (std::uint64_t j = 0; j < dim; ++j) {
-        const std::uint16_t h = detail::f32_to_bf16(static_cast<float>(values[j]));
+        const std::uint16_t h = f32_to_bf16(static_cast<float>(values[j]));
         std::memcpy(out.data() + 2 * j, &h, 2);
-        stats.add(values[j], detail::bf16_to_f32(h));
+        stats.add(values[j], bf16_to_f32(h));
       }
       return {};
     case DType::kInt8Rowwise:
@@ -125,23 +126,30 @@ Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::spa
 
 Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std::string& output,
                                                const ConvertOptions& options, const ProgressFn& progress) {
+  const DType dtype = table_dtype(plan, options);
   std::vector<TableSpec> specs;
   std::uint64_t total_bytes = 0;
-  const std::uint64_t model_dim = static_cast<std::uint64_t>(plan.tables[0].tensor->shape.back());
+  const ChosenTable& token = plan.tables[0];
+  const std::uint64_t model_dim = static_cast<std::uint64_t>(token.projection ? token.projection->shape[0]
+                                                                              : token.tensor->shape.back());
   for (const ChosenTable& c : plan.tables) {
     const SourceTensor& t = *c.tensor;
     const bool norm = c.role == Role::kNormWeight || c.role == Role::kNormBias;
     const auto rows = norm ? 1 : static_cast<std::uint64_t>(t.shape[0]);
-    const auto dim = static_cast<std::uint64_t>(t.shape.back());
+    const auto dim = c.projection ? static_cast<std::uint64_t>(c.projection->shape[0]) : static_cast<std::uint64_t>(t.shape.back());
     specs.push_back({t.name.size() <= kMaxNameBytes ? t.name : t.name.substr(t.name.size() - kMaxNameBytes),
-                     c.role, norm ? DType::kF32 : options.dtype, rows, dim});
-    total_bytes += rows * dim * source_dtype_size(t.dtype);
+                     c.role, norm ? DType::kF32 : dtype, rows, dim});
+    total_bytes += rows * static_cast<std::uint64_t>(t.shape.back()) * source_dtype_size(t.dtype);
   }
   if (plan.sinusoidal_context > 0) {
-    specs.push_back({"sinusoidal_positions", Role::kPosition, options.dtype, plan.sinusoidal_context, model_dim});
+    specs.push_back({"sinusoidal_positions", Role::kPosition, dtype, plan.sinusoidal_context, model_dim});
     total_bytes += plan.sinusoidal_context * model_dim * 8;
   }
   Metadata metadata = plan.metadata;
+  if (plan.token_scale_rounding != ScaleRounding::kNone) {
+    metadata.token_scale = applied_token_scale(plan, dtype);
+    metadata.extra["recipe.token_scale"] = describe_token_scale(plan, dtype);
+  }
   auto writer = TableFileWriter::begin(output, specs, metadata, {.overwrite = options.overwrite, .sync = options.sync});
   if (!writer) return std::move(writer).error();
 
@@ -151,12 +159,21 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
   for (std::size_t i = 0; i < specs.size(); ++i) {
     // Tables past the chosen ones are generated (sinusoidal positions).
     const SourceTensor* source = i < plan.tables.size() ? plan.tables[i].tensor : nullptr;
+    const SourceTensor* projection = i < plan.tables.size() ? plan.tables[i].projection : nullptr;
     const TableSpec& spec = writer->spec(i);
     const std::uint64_t dim = spec.dim;
     ErrorStats stats;
     std::vector<double> values(dim);
-    const bool copy = source != nullptr && direct_copy(*source, spec.dtype);
-    const std::size_t source_row_bytes = dim * (source ? source_dtype_size(source->dtype) : 8);
+    // A folded projection W [dim, source_dim]: each row becomes W @ row, accumulated in f64.
+    const std::uint64_t source_dim = source ? static_cast<std::uint64_t>(source->shape.back()) : dim;
+    std::vector<double> matrix, source_row;
+    if (projection != nullptr) {
+      matrix.resize(dim * source_dim);
+      for (std::uint64_t r = 0; r < dim; ++r) read_row(*projection, r, source_dim, matrix.data() + r * source_dim);
+      source_row.resize(source_dim);
+    }
+    const bool copy = source != nullptr && projection == nullptr && direct_copy(*source, spec.dtype);
+    const std::size_t source_row_bytes = source_dim * (source ? source_dtype_size(source->dtype) : 8);
     std::uint64_t released_row = 0;
     for (std::uint64_t r = 0; r < spec.rows; ++r) {
       const std::span<std::byte> out = writer->row(i, r);
@@ -167,7 +184,15 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
                                                     r * static_cast<std::uint64_t>(row_stride)) * source_dtype_size(t.dtype),
                     source_row_bytes);
       } else {
-        if (source != nullptr) {
+        if (projection != nullptr) {
+          read_row(*source, r, source_dim, source_row.data());
+          for (std::uint64_t j = 0; j < dim; ++j) {
+            double sum = 0;
+            const double* w = matrix.data() + j * source_dim;
+            for (std::uint64_t k = 0; k < source_dim; ++k) sum += w[k] * source_row[k];
+            values[j] = sum;
+          }
+        } else if (source != nullptr) {
           read_row(*source, r, dim, values.data());
         } else {
           sinusoid_row(r, dim, values.data());
@@ -181,10 +206,10 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
         // Contiguous sources only: a strided (transposed) view revisits its pages on every row.
         if (source != nullptr && source->strides.back() == 1 && source->shape.size() == 2) {
           const SourceTensor& t = *source;
-          detail::release_resident_pages(writer->row(i, released_row).data(), out.data() + out.size());
+          release_resident_pages(writer->row(i, released_row).data(), out.data() + out.size());
           const auto row_bytes = static_cast<std::uint64_t>(t.strides[0]) * source_dtype_size(t.dtype);
           const std::byte* base = t.storage.data() + static_cast<std::uint64_t>(t.storage_offset) * source_dtype_size(t.dtype);
-          detail::release_resident_pages(base + released_row * row_bytes, base + (r + 1) * row_bytes);
+          release_resident_pages(base + released_row * row_bytes, base + (r + 1) * row_bytes);
           released_row = r + 1;
         }
       }

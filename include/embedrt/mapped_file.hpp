@@ -1,5 +1,6 @@
 // A read-only, shared memory mapping of a whole file (PROT_READ, MAP_SHARED): every process
-// that maps the same file shares its pages through the page cache.
+// that maps the same file shares its pages through the page cache. Used by TableFile and by the
+// importer (embedrt/import.hpp) to read checkpoints in place.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,7 @@
 #include "embedrt/error.hpp"
 #include "embedrt/table_file.hpp"
 
-namespace embedrt::detail {
+namespace embedrt {
 
 class MappedFile {
  public:
@@ -38,7 +39,4 @@ class MappedFile {
 // streaming over a file of any size this way costs bounded memory. A hint: failures are ignored.
 void release_resident_pages(const std::byte* begin, const std::byte* end) noexcept;
 
-// "strerror(errno)" in a form safe for threads.
-std::string errno_message(int error_number);
-
-}  // namespace embedrt::detail
+}  // namespace embedrt

@@ -1,4 +1,4 @@
-#include "source_tensor.hpp"
+#include "embedrt/import.hpp"
 
 namespace embedrt::import {
 

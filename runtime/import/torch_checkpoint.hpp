@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "embedrt/error.hpp"
-#include "source_tensor.hpp"
+#include "embedrt/import.hpp"
 
 namespace embedrt::import {
 

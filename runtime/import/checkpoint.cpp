@@ -1,9 +1,10 @@
-#include "checkpoint.hpp"
+#include "embedrt/import.hpp"
 
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <cstring>
 
 #include "safetensors.hpp"
 #include "torch_checkpoint.hpp"
@@ -49,6 +50,20 @@ Result<std::string> resolve_folder(const std::string& folder) {
                                                    "several checkpoint files; name one:" + list));
 }
 
+// config.json is small; anything past 16 MiB, or not a regular file, is refused unread.
+Result<std::string> read_config(const std::string& path) {
+  constexpr std::uint64_t kMaxConfigBytes = 16u << 20;
+  std::error_code error;
+  if (!fs::is_regular_file(path, error)) return Error(ErrorCode::kNotFound, "config '" + path + "' is not a regular file");
+  auto mapping = MappedFile::map(path, {});
+  if (!mapping) return std::move(mapping).error();
+  const auto bytes = mapping->bytes();
+  if (bytes.size() > kMaxConfigBytes) {
+    return Error(ErrorCode::kMalformed, "config '" + path + "' is " + std::to_string(bytes.size()) + " bytes, more than 16 MiB");
+  }
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
 class Loader {
  public:
   explicit Loader(const CheckpointOptions& options) : options_(options) {}
@@ -68,7 +83,7 @@ class Loader {
  private:
   // Loads one file; with `wanted`, keeps only the named tensors (shards of an index).
   Status load_file(const std::string& path, const std::set<std::string>* wanted) {
-    auto mapping = detail::MappedFile::map(path, {});
+    auto mapping = MappedFile::map(path, {});
     if (!mapping) return std::move(mapping).error();
     const auto bytes = mapping->bytes();
     Result<std::vector<SourceTensor>> tensors = std::vector<SourceTensor>{};
@@ -101,7 +116,7 @@ class Loader {
   }
 
   Status load_index(const std::string& path) {
-    auto mapping = detail::MappedFile::map(path, {});
+    auto mapping = MappedFile::map(path, {});
     if (!mapping) return std::move(mapping).error();
     const auto bytes = mapping->bytes();
     nlohmann::json index;
@@ -153,6 +168,21 @@ Result<Checkpoint> open_checkpoint(const std::vector<std::string>& inputs, const
     if (Status s = loader.load_path(input); !s) return std::move(s).error();
   }
   Checkpoint checkpoint = std::move(loader.result);
+  if (!options.ignore_config) {
+    std::string config = options.config_path;
+    if (config.empty() && !inputs.empty()) {
+      std::error_code error;
+      const fs::path first(inputs[0]);
+      const fs::path beside = (fs::is_directory(first, error) ? first : first.parent_path()) / "config.json";
+      if (fs::is_regular_file(beside, error)) config = beside.string();
+    }
+    if (!config.empty()) {
+      auto text = read_config(config);
+      if (!text) return std::move(text).error();
+      checkpoint.config_path = config;
+      checkpoint.config_json = std::move(*text);
+    }
+  }
   if (!options.key.empty()) {
     const std::string prefix = options.key + ".";
     std::vector<SourceTensor> kept;

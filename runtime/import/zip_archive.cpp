@@ -6,7 +6,7 @@
 #include <set>
 
 #include "byte_cursor.hpp"
-#include "mapped_file.hpp"
+#include "embedrt/mapped_file.hpp"
 
 namespace embedrt::import {
 namespace {
@@ -268,7 +268,7 @@ std::uint32_t crc32_releasing(std::span<const std::byte> data) {
   for (std::size_t at = 0; at < data.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, data.size() - at);
     crc = static_cast<std::uint32_t>(libdeflate_crc32(crc, data.data() + at, n));
-    if (data.size() > kChunk) detail::release_resident_pages(data.data() + at, data.data() + at + n);
+    if (data.size() > kChunk) release_resident_pages(data.data() + at, data.data() + at + n);
   }
   return crc;
 }

@@ -1,0 +1,57 @@
+// The model families embedrt converts, as data: one recipe per family says where its tables are,
+// how positions are counted, how the token row is scaled, which norm follows, and which
+// config.json keys feed each number. Adding a family is adding a recipe here and a fixture in
+// tests/hf/ (see tests/hf/README.md for the transformers code each recipe reproduces).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <string>
+#include <vector>
+
+#include "embedrt/import.hpp"
+
+namespace embedrt::import {
+
+enum class PositionRule {
+  kNone,          // no absolute position table (rotary, ALiBi, relative)
+  kSequential,    // row start + t + offset
+  kPaddingAware,  // RoBERTa's create_position_ids_from_input_ids: pads take row pad_token_id,
+                  // other tokens pad_token_id + 1 + start + (non-pad tokens before them)
+};
+
+enum class ScaleRule {
+  kNone,
+  kSqrtWidthInTableDType,  // Gemma: embed_scale = sqrt(hidden_size) cast to the weights' dtype
+  kSqrtWidthInF32,         // BART/mBART: a Python float sqrt(d_model) multiplies the weights
+};
+
+using Names = std::vector<std::string_view>;  // tensor-name suffixes, matched at a '.' boundary
+
+struct Recipe {
+  std::string_view name;         // preset name and model.family
+  Names model_types;             // config.json model_type values this recipe serves
+  Names name_prefixes;           // transformers' base_model_prefix: evidence when there is no config
+  Names token, position, segment, norm_weight, norm_bias;  // in order of preference
+  PositionRule positions = PositionRule::kNone;
+  std::uint64_t position_offset = 0;       // kSequential only (OPT, BART: 2)
+  ScaleRule scale = ScaleRule::kNone;
+  std::string_view scale_if;               // bool config key that enables the scale (default false)
+  std::string_view positions_if;           // bool config key that enables positions (default true)
+  Names width_keys;                        // config keys giving the token table's width, first present wins
+  Names epsilon_keys;                      // config keys giving the norm epsilon
+  double default_epsilon = 1e-5;           // when no key is present (or the module hard-codes it)
+  std::string_view projection;             // a Linear applied to every token row, folded in (OPT project_in)
+  std::uint64_t default_padding_id = 1;    // kPaddingAware without pad_token_id in the config
+  std::string_view rules;                  // the computation in words, stored as recipe.rules
+};
+
+std::span<const Recipe> recipes();
+
+// The token scale a plan's model applies with tables of `dtype` (ScaleRounding), and the same in
+// words for the file's provenance ("sqrt(48) = 6.928..., applied as 6.9375").
+double applied_token_scale(const ModelPlan& plan, DType dtype);
+std::string describe_token_scale(const ModelPlan& plan, DType dtype);
+
+}  // namespace embedrt::import
