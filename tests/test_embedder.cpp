@@ -25,6 +25,8 @@ struct Spec {
   std::uint64_t position_offset = 0;
   bool position = true, norm = false;
   double scale = 1.0;
+  double token_scale = 1.0;
+  std::int64_t padding_id = -1;
 };
 
 // Random tables (N(0, 1) as f32, then encoded in the table dtype by the writer's own rules).
@@ -42,6 +44,8 @@ Model make_model(TempDir& dir, const Spec& s, std::uint32_t seed) {
   meta.position_kind = s.position ? PositionKind::kLearned : PositionKind::kNone;
   meta.position_offset = s.position_offset;
   meta.output_scale = s.scale;
+  meta.token_scale = s.token_scale;
+  meta.padding_id = s.padding_id;
   meta.norm_epsilon = 1e-5;
   const std::string path = dir.file("k" + std::to_string(seed) + ".embt");
   auto writer = TableFileWriter::begin(path, specs, meta, {.overwrite = true, .sync = false});
@@ -362,4 +366,93 @@ TEST_CASE("a caller-provided task arena is used") {
   REQUIRE(embedder->embed(r, OutputSpan(got)));
   REQUIRE(reference_embed(model, ids, 16, 0, want));
   CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+}
+
+// RoBERTa-style positions, computed here from their definition (transformers'
+// create_position_ids_from_input_ids): pads take row padding_id, every other token
+// padding_id + 1 + start + the non-pads before it. Chunks of the parallel path start mid-sequence,
+// so dim 4096 (8 tokens per chunk) makes chunk boundaries fall inside sequences with pads.
+TEST_CASE("padding-aware positions and a token scale before the additions, every ISA, inline and parallel") {
+  std::uint32_t seed = 300;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (std::uint64_t dim : {5u, 4096u}) for (bool norm : {true, false}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(dim);
+      CAPTURE(norm);
+      TempDir dir;
+      Spec s{dtype, 40, 30, 2, dim, 2, true, norm, 1.0};
+      s.padding_id = 1;
+      s.token_scale = 2.75;  // BART-like: scaled token row, then segment and position, then LayerNorm
+      const Model model = make_model(dir, s, seed++);
+      // Ragged: [pad in the middle, pads at the end], [], [all pads], [no pads, started at 7].
+      const std::vector<std::int64_t> ids = {5, 1, 9, 39, 0, 1, 1, 1, 1, 1, 3, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22};
+      const std::vector<std::uint64_t> offsets = {0, 7, 7, 10, 21}, starts = {0, 0, 4, 7};
+      std::vector<std::int64_t> segments(ids.size());
+      for (std::size_t i = 0; i < ids.size(); ++i) segments[i] = static_cast<std::int64_t>(i % 2);
+      std::vector<float> want(ids.size() * dim);
+      for (std::uint64_t q = 0; q + 1 < offsets.size(); ++q) {
+        std::uint64_t nonpad = 0;
+        for (std::uint64_t i = offsets[q]; i < offsets[q + 1]; ++i) {
+          // One reference call per token: a lone pad takes the pad row whatever its start.
+          const std::int64_t seg = segments[i];
+          REQUIRE(reference_embed(model, std::span(&ids[i], 1), 1, starts[q] + nonpad,
+                                  std::span(want).subspan(i * dim, dim), std::span(&seg, 1)));
+          if (ids[i] != s.padding_id) ++nonpad;
+        }
+      }
+      EmbedRequest request;
+      request.ids = ids;
+      request.sequences = 4;
+      request.sequence_offsets = offsets;
+      request.start_positions = starts;
+      request.segment_ids = segments;
+      for (Isa isa : supported_isas()) {
+        for (std::size_t inline_bytes : {std::size_t{1} << 30, std::size_t{0}}) {
+          auto embedder = Embedder::create(model, {.isa = isa, .inline_bytes = inline_bytes});
+          REQUIRE(embedder);
+          CAPTURE(isa_name(isa));
+          CAPTURE(inline_bytes);
+          std::vector<float> got(want.size());
+          REQUIRE(embedder->embed(request, OutputSpan(got)));
+          int bad = 0;
+          for (std::size_t k = 0; k < want.size(); ++k) {
+            bad += norm ? !(std::fabs(got[k] - want[k]) <= 1e-5f * std::max(1.0f, std::fabs(want[k]))) : !same(got[k], want[k]);
+          }
+          CHECK(bad == 0);
+        }
+      }
+      // The position limit counts non-pads only: 28 non-pads from start 2 fill 30 positions exactly,
+      // and one more is refused naming the first position past the limit.
+      std::vector<std::int64_t> full(40, 1);
+      for (std::size_t i = 0; i < 28; ++i) full[i * 40 / 28] = 7;
+      std::vector<float> out(full.size() * dim);
+      auto embedder = Embedder::create(model);
+      REQUIRE(embedder);
+      EmbedRequest fits;
+      fits.ids = full;
+      fits.start = 2;
+      CHECK(embedder->embed(fits, OutputSpan(out)));
+      fits.start = 3;
+      const Status past = embedder->embed(fits, OutputSpan(out));
+      REQUIRE_FALSE(past);
+      CHECK(past.error().message().find("position 30 is past the limit of 30 positions") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("a padding id needs a position table with an offset of at least 1") {
+  TempDir dir;
+  std::vector<float> tok(4 * 2), pos(4 * 2);
+  const TableData tables[] = {
+      {{"tok", Role::kToken, DType::kF32, 4, 2}, std::as_bytes(std::span(tok))},
+      {{"pos", Role::kPosition, DType::kF32, 4, 2}, std::as_bytes(std::span(pos))},
+  };
+  Metadata meta;
+  meta.position_kind = PositionKind::kLearned;
+  meta.padding_id = 1;
+  REQUIRE(write_table_file(dir.file("pad.embt"), tables, meta));
+  auto model = Model::open(dir.file("pad.embt"));
+  REQUIRE_FALSE(model);
+  CHECK(model.error().message().find("position.padding_id 1 needs a position table and a position.offset of at least 1") !=
+        std::string::npos);
 }

@@ -196,3 +196,44 @@ TEST_CASE("model consistency checks") {
     CHECK(model->max_positions() == 2);
   }
 }
+
+TEST_CASE_FIXTURE(Fixture, "format 1.1 keys: token.scale and position.padding_id, read from independently written records") {
+  auto file = open(with_records({record("token.scale", 3, bytes_of(6.9375)), record("position.padding_id", 2, bytes_of<std::int64_t>(1)),
+                                 record("recipe.name", 4, text("gemma")), record("config.hidden_size", 1, bytes_of<std::uint64_t>(48))}));
+  REQUIRE(file);
+  CHECK(file->metadata().token_scale == 6.9375);
+  CHECK(file->metadata().padding_id == 1);
+  // Other keys are kept, typed, for provenance.
+  CHECK(std::get<std::string>(file->metadata().extra.at("recipe.name")) == "gemma");
+  CHECK(std::get<std::uint64_t>(file->metadata().extra.at("config.hidden_size")) == 48);
+  expect_error(with_records({record("token.scale", 3, bytes_of(HUGE_VAL))}), "token.scale is not finite");
+  expect_error(with_records({record("position.padding_id", 2, bytes_of<std::int64_t>(-3))}), "position.padding_id is negative");
+  expect_error(with_records({record("position.padding_id", 1, bytes_of<std::uint64_t>(1))}), "has type u64, expected i64");
+}
+
+TEST_CASE("writers use the lowest minor version that expresses the file, and round-trip provenance keys") {
+  TempDir dir;
+  std::vector<float> tok(4 * 2, 1.0f);
+  const TableData table{{"tok", Role::kToken, DType::kF32, 4, 2}, std::as_bytes(std::span(tok))};
+  Metadata plain;
+  plain.extra["recipe.name"] = std::string("llama");
+  plain.extra["config.rms_norm_eps"] = 1e-6;
+  plain.extra["config.pad_token_id"] = std::int64_t{-1};
+  REQUIRE(write_table_file(dir.file("plain.embt"), {&table, 1}, plain));
+  auto a = TableFile::open(dir.file("plain.embt"));
+  REQUIRE(a);
+  CHECK(a->version_minor() == 0);
+  CHECK(a->metadata().extra == plain.extra);
+  Metadata scaled = plain;
+  scaled.token_scale = 45.25;
+  REQUIRE(write_table_file(dir.file("scaled.embt"), {&table, 1}, scaled));
+  auto b = TableFile::open(dir.file("scaled.embt"));
+  REQUIRE(b);
+  CHECK(b->version_minor() == 1);
+  CHECK(b->metadata().token_scale == 45.25);
+  Metadata bad;
+  bad.extra["Config.Bad Key"] = std::string("x");
+  const Status refused = write_table_file(dir.file("bad.embt"), {&table, 1}, bad);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message() == "metadata key 'Config.Bad Key' is not 1-255 bytes of [a-z0-9._]");
+}
