@@ -126,7 +126,7 @@ def write_models(work):
         ckpt = os.path.join(work, "llama.pt")
         torch.save(llama, ckpt)
         for dtype in ("f32", "bf16"):
-            models[f"llama-{dtype}"] = convert(f"llama-{dtype}", ckpt, "--dtype", dtype)
+            models[f"llama-{dtype}"] = convert(f"llama-{dtype}", ckpt, "--dtype", dtype, "--preset", "llama")
         os.unlink(ckpt)
         tensors["llama"] = llama
     return models, tensors

@@ -103,12 +103,12 @@ std::vector<std::byte> encode_metadata(const Metadata& m) {
   if (m.padding_id >= 0) append_i64(out, "position.padding_id", m.padding_id);
   for (const auto& [key, value] : m.extra) {
     if (is_typed_key(key)) continue;  // the typed field is the source of truth
-    std::visit([&](const auto& v) {
+    std::visit([&out, &k = key](const auto& v) {
       using T = std::decay_t<decltype(v)>;
-      if constexpr (std::is_same_v<T, std::uint64_t>) append_u64(out, key, v);
-      else if constexpr (std::is_same_v<T, std::int64_t>) append_i64(out, key, v);
-      else if constexpr (std::is_same_v<T, double>) append_f64(out, key, v);
-      else append_string(out, key, v);
+      if constexpr (std::is_same_v<T, std::uint64_t>) append_u64(out, k, v);
+      else if constexpr (std::is_same_v<T, std::int64_t>) append_i64(out, k, v);
+      else if constexpr (std::is_same_v<T, double>) append_f64(out, k, v);
+      else append_string(out, k, v);
     }, value);
   }
   return out;

@@ -14,13 +14,18 @@ cmake --build "$build" --parallel "$(nproc)"
 
 # Seeds: the external fixtures, the malformed corpus, and fresh files from the project's writers.
 seeds=$build/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{zip,pickle,safetensors,embt} "$build/findings"
+rm -rf "$seeds" && mkdir -p "$seeds"/{zip,pickle,safetensors,embt,config} "$build/findings"
 for f in tests/fixtures/external/*.pt* tests/corpus/files/*.pt; do
   [ -f "$f" ] && cp "$f" "$seeds/zip/" || true
 done
 for f in tests/fixtures/external/*.safetensors tests/corpus/files/*.safetensors; do
   [ -f "$f" ] && cp "$f" "$seeds/safetensors/" || true
 done
+# config.json seeds: every committed tiny Hugging Face model's config (tests/hf/cases).
+for f in tests/hf/cases/*/model/config.json; do
+  [ -f "$f" ] && cp "$f" "$seeds/config/$(basename "$(dirname "$(dirname "$f")")").json" || true
+done
+echo '{"model_type": "gpt2", "vocab_size": 8, "n_embd": 4}' > "$seeds/config/minimal.json"
 /usr/bin/python3 - "$seeds" <<'PY'
 import sys, zipfile, glob, os
 seeds = sys.argv[1]
@@ -42,7 +47,7 @@ write_embt(f"{seeds}/embt/gpt2.embt", [("tok", "token", "f32", rng.standard_norm
 PY
 
 status=0
-for target in zip pickle safetensors embt; do
+for target in zip pickle safetensors embt config; do
   echo "==> fuzz_$target for ${seconds}s"
   if ! "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
        -rss_limit_mb=4096 -artifact_prefix="$build/findings/${target}-" "$seeds/$target" 2>"$build/fuzz_$target.log"; then

@@ -19,17 +19,18 @@ const std::vector<Recipe> kRecipes = {
     // ---- decoders with a learned position table ----
     {.name = "gpt2", .model_types = {"gpt2"}, .name_prefixes = {"transformer"},
      .token = {"wte.weight"}, .position = {"wpe.weight"},
-     .positions = P::kSequential, .width_keys = {"n_embd", "hidden_size"},
+     .positions = P::kSequential, .width_keys = {"n_embd", "hidden_size"}, .rows_keys = {"n_positions"},
      .rules = "wte[id] + wpe[start + t]"},
     {.name = "opt", .model_types = {"opt"}, .name_prefixes = {"model"},
      .token = {"decoder.embed_tokens.weight"}, .position = {"decoder.embed_positions.weight"},
      .positions = P::kSequential, .position_offset = 2, .width_keys = {"word_embed_proj_dim", "hidden_size"},
+     .rows_extra = 2,
      .projection = "decoder.project_in.weight",
      .rules = "project_in(embed_tokens[id]) + embed_positions[start + t + 2]; project_in (opt-350m) folded into "
               "the token table in f64"},
     {.name = "whisper", .model_types = {"whisper"}, .name_prefixes = {"model"},
      .token = {"decoder.embed_tokens.weight"}, .position = {"decoder.embed_positions.weight"},
-     .positions = P::kSequential, .width_keys = {"d_model"},
+     .positions = P::kSequential, .width_keys = {"d_model"}, .rows_keys = {"max_target_positions"},
      .rules = "decoder: embed_tokens[id] + embed_positions[start + t]"},
     {.name = "clip", .model_types = {"clip", "clip_text_model"}, .name_prefixes = {"text_model"},
      .token = {"text_model.embeddings.token_embedding.weight"},
@@ -104,7 +105,7 @@ const std::vector<Recipe> kRecipes = {
      .token = {"encoder.embed_tokens.weight", "shared.weight"}, .position = {"encoder.embed_positions.weight"},
      .norm_weight = {"encoder.layernorm_embedding.weight"}, .norm_bias = {"encoder.layernorm_embedding.bias"},
      .positions = P::kSequential, .position_offset = 2, .scale = S::kSqrtWidthInF32, .scale_if = "scale_embedding",
-     .width_keys = {"d_model"},
+     .width_keys = {"d_model"}, .rows_extra = 2,
      .rules = "encoder: LayerNorm(embed_tokens[id] * f32(sqrt(d_model)) if scale_embedding + "
               "embed_positions[start + t + 2])"},
 };

@@ -40,6 +40,8 @@ struct Recipe {
   std::string_view scale_if;               // bool config key that enables the scale (default false)
   std::string_view positions_if;           // bool config key that enables positions (default true)
   Names width_keys;                        // config keys giving the token table's width, first present wins
+  Names rows_keys = {"max_position_embeddings"};  // config keys giving the position table's rows ...
+  std::uint64_t rows_extra = 0;            // ... minus this (OPT, BART keep 2 rows more than they say)
   Names epsilon_keys;                      // config keys giving the norm epsilon
   double default_epsilon = 1e-5;           // when no key is present (or the module hard-codes it)
   std::string_view projection;             // a Linear applied to every token row, folded in (OPT project_in)

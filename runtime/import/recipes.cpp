@@ -175,7 +175,7 @@ Result<const Recipe*> detect_from_names(const std::vector<SourceTensor>& tensors
   if (!all_agree(fits)) {
     std::string list;
     for (const Recipe* r : fits) list += "\n  " + std::string(r->name) + ": " + std::string(r->rules);
-    return Error(ErrorCode::kInvalidArgument,
+    return Error(ErrorCode::kUnsupported,
                  "no config.json, and the tensor names fit several families that compute different embeddings:" +
                      list + "\nput the model's config.json beside the checkpoint (or pass --config), or choose with --preset");
   }
@@ -198,7 +198,7 @@ Result<T> value_or(Result<std::optional<T>> value, T fallback) {
 }
 
 Error config_mismatch(const ModelConfig& config, const std::string& what) {
-  return Error(ErrorCode::kInvalidArgument, "'" + config.path() + "' contradicts the tensors: " + what +
+  return Error(ErrorCode::kMalformed, "'" + config.path() + "' contradicts the tensors: " + what +
                                                 "; check that config.json belongs to these weights (--config FILE names "
                                                 "another, --ignore-config plans from tensor names)");
 }
@@ -449,6 +449,21 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
                                             token.name + "' is " + std::to_string(actual) + " wide");
       }
       break;
+    }
+    if (const ChosenTable* position = table(Role::kPosition)) {
+      for (std::string_view key : recipe->rows_keys) {
+        auto declared = config->u64(key);
+        if (!declared) return std::move(declared).error();
+        if (!*declared) continue;
+        const auto rows = static_cast<std::uint64_t>(position->tensor->shape[0]);
+        if (**declared + recipe->rows_extra != rows) {
+          return config_mismatch(*config, std::string(key) + " is " + std::to_string(**declared) +
+                                              (recipe->rows_extra ? " (+ " + std::to_string(recipe->rows_extra) + ")" : "") +
+                                              " but position table '" + position->tensor->name + "' has " +
+                                              std::to_string(rows) + " rows");
+        }
+        break;
+      }
     }
     if (recipe->name == "deberta_v2") {
       auto embedding = config->u64("embedding_size");
