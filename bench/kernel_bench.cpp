@@ -167,7 +167,7 @@ BENCHMARK(BM_MemcpyRoofline)->Arg(1)->Arg(static_cast<int>(std::thread::hardware
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::AddCustomContext("embedrt.isa", std::string(embedrt::isa_name(embedrt::default_isa())));
+  benchmark::AddCustomContext("embedrt.isa", std::string(embedrt::isa_name(embedrt::default_isa().value())));
   std::string isas;
   for (auto isa : embedrt::supported_isas()) isas += (isas.empty() ? "" : ",") + std::string(embedrt::isa_name(isa));
   benchmark::AddCustomContext("embedrt.supported_isas", isas);

@@ -99,16 +99,13 @@ std::string_view output_dtype_name(OutputDType dtype) noexcept {
 }
 
 Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
-  Isa isa = default_isa();
+  Isa isa = Isa::kScalar;
   if (options.isa) {
     isa = *options.isa;
-  } else if (const char* forced = std::getenv("EMBEDRT_ISA")) {
-    const auto parsed = parse_isa(forced);
-    if (!parsed) {
-      return Error(ErrorCode::kInvalidArgument, std::string("EMBEDRT_ISA='") + forced +
-                                                    "' is not one of scalar, sse4.2, avx2, avx512");
-    }
-    isa = *parsed;
+  } else {
+    auto chosen = default_isa();  // the one place EMBEDRT_ISA is read
+    if (!chosen) return std::move(chosen).error();
+    isa = *chosen;
   }
   if (!isa_supported(isa)) {
     return Error(ErrorCode::kUnsupported, "ISA " + std::string(isa_name(isa)) + " is not supported by this CPU/OS");

@@ -6,13 +6,32 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace embedrt {
 namespace {
 
+// The CPU features kernels/isa_table.def may name, by their -m flag names.
 struct CpuFeatures {
-  bool sse42 = false, avx2 = false, fma = false, f16c = false, avx512 = false;
+  bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+
+  // nullopt: a name isa_table.def uses that this detector does not know (a build error in spirit;
+  // treated as absent, so the ISA is never chosen on a guess).
+  std::optional<bool> has(std::string_view name) const {
+    if (name == "sse4.2") return sse42;
+    if (name == "avx") return avx;
+    if (name == "avx2") return avx2;
+    if (name == "fma") return fma;
+    if (name == "f16c") return f16c;
+    if (name == "avx512f") return avx512f;
+    if (name == "avx512bw") return avx512bw;
+    if (name == "avx512vl") return avx512vl;
+    if (name == "avx512dq") return avx512dq;
+    return std::nullopt;
+  }
 };
 
 std::uint64_t read_xcr0() {
@@ -29,20 +48,23 @@ CpuFeatures detect() {
   f.sse42 = (ecx >> 20) & 1;
   const bool osxsave = (ecx >> 27) & 1;
   const bool avx = (ecx >> 28) & 1;
-  f.fma = (ecx >> 12) & 1;
-  f.f16c = (ecx >> 29) & 1;
+  const bool fma = (ecx >> 12) & 1, f16c = (ecx >> 29) & 1;
   if (!osxsave || !avx) return f;
   const std::uint64_t xcr0 = read_xcr0();
-  const bool os_avx = (xcr0 & 0x6) == 0x6;             // XMM and YMM state
+  const bool os_avx = (xcr0 & 0x6) == 0x6;                 // XMM and YMM state
   const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
-  if (!os_avx) {
-    f.fma = f.f16c = false;
-    return f;
-  }
+  if (!os_avx) return f;  // VEX-encoded instructions (FMA, F16C too) would fault
+  f.avx = true;
+  f.fma = fma;
+  f.f16c = f16c;
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
     f.avx2 = (ebx >> 5) & 1;
-    const bool avx512f = (ebx >> 16) & 1, avx512bw = (ebx >> 30) & 1, avx512vl = (ebx >> 31) & 1;
-    f.avx512 = os_avx512 && avx512f && avx512bw && avx512vl;
+    if (os_avx512) {
+      f.avx512f = (ebx >> 16) & 1;
+      f.avx512dq = (ebx >> 17) & 1;
+      f.avx512bw = (ebx >> 30) & 1;
+      f.avx512vl = (ebx >> 31) & 1;
+    }
   }
 #endif
   return f;
@@ -51,6 +73,19 @@ CpuFeatures detect() {
 const CpuFeatures& features() {
   static const CpuFeatures f = detect();
   return f;
+}
+
+// kernels/isa_table.def: the features each kernel build was compiled for.
+std::string_view required_features(Isa isa) {
+  switch (isa) {
+#define EMBEDRT_ISA_ROW(enumerator, unit, features) \
+  case Isa::enumerator:                             \
+    return features;
+#include "kernels/isa_table.def"
+#undef EMBEDRT_ISA_ROW
+    case Isa::kScalar: break;
+  }
+  return "";
 }
 
 }  // namespace
@@ -73,14 +108,15 @@ std::optional<Isa> parse_isa(std::string_view name) noexcept {
 }
 
 bool isa_supported(Isa isa) {
-  const CpuFeatures& f = features();
-  switch (isa) {
-    case Isa::kScalar: return true;
-    case Isa::kSse42: return f.sse42;
-    case Isa::kAvx2: return f.avx2 && f.fma && f.f16c;
-    case Isa::kAvx512: return f.avx512 && f.avx2 && f.fma && f.f16c;
+  std::string_view features_left = required_features(isa);
+  while (!features_left.empty()) {
+    const std::size_t space = features_left.find(' ');
+    const std::string_view feature = features_left.substr(0, space);
+    features_left = space == std::string_view::npos ? std::string_view{} : features_left.substr(space + 1);
+    if (feature.empty()) continue;
+    if (!features().has(feature).value_or(false)) return false;
   }
-  return false;
+  return true;
 }
 
 std::vector<Isa> supported_isas() {
@@ -91,17 +127,27 @@ std::vector<Isa> supported_isas() {
   return isas;
 }
 
-Isa default_isa() {
-  static const Isa chosen = [] {
-    if (const char* forced = std::getenv("EMBEDRT_ISA")) {
-      const auto isa = parse_isa(forced);
-      if (isa && isa_supported(*isa)) return *isa;
-      // An unknown or unsupported value falls back to the best ISA rather than failing every
-      // call; Embedder::create reports it when asked for explicitly.
-    }
-    return supported_isas().back();
-  }();
-  return chosen;
+Isa best_isa() { return supported_isas().back(); }
+
+Result<Isa> default_isa() {
+  const char* forced = std::getenv("EMBEDRT_ISA");
+  if (forced == nullptr || *forced == '\0') return best_isa();
+  const auto isa = parse_isa(forced);
+  if (!isa) {
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string("EMBEDRT_ISA='") + forced + "' is not one of scalar, sse4.2, avx2, avx512");
+  }
+  if (!isa_supported(*isa)) {
+    return Error(ErrorCode::kUnsupported, "EMBEDRT_ISA=" + std::string(isa_name(*isa)) +
+                                              ": this CPU/OS does not support it (supported: " + supported_list() + ")");
+  }
+  return *isa;
+}
+
+std::string supported_list() {
+  std::string list;
+  for (Isa isa : supported_isas()) list += std::string(list.empty() ? "" : ", ") + std::string(isa_name(isa));
+  return list;
 }
 
 }  // namespace embedrt

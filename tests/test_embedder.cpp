@@ -456,3 +456,42 @@ TEST_CASE("a padding id needs a position table with an offset of at least 1") {
   CHECK(model.error().message().find("position.padding_id 1 needs a position table and a position.offset of at least 1") !=
         std::string::npos);
 }
+
+// A fleet of servers on mixed CPUs must return identical numbers: LayerNorm statistics are summed
+// in one order on every ISA (kernel_body.inl, lane_ordered_sum), so every output bit matches the
+// scalar path's.
+TEST_CASE("LayerNorm results are bit-identical on every ISA") {
+  std::uint32_t seed = 500;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kInt8Rowwise}) {
+    for (std::uint64_t dim : {5u, 16u, 17u, 768u, 769u, 1031u}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(dim);
+      TempDir dir;
+      Spec s{dtype, 60, 20, 2, dim, 0, true, true, 1.0};
+      const Model model = make_model(dir, s, seed++);
+      std::vector<std::int64_t> ids(24), segments(24);
+      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 37) % 60), segments[i] = i % 2;
+      EmbedRequest r;
+      r.ids = ids;
+      r.sequences = 3;
+      r.segment_ids = segments;
+      std::vector<float> scalar_f32(ids.size() * dim);
+      std::vector<std::uint16_t> scalar_bf16(ids.size() * dim);
+      auto scalar = Embedder::create(model, {.isa = Isa::kScalar});
+      REQUIRE(scalar);
+      REQUIRE(scalar->embed(r, OutputSpan(scalar_f32)));
+      REQUIRE(scalar->embed(r, OutputSpan(scalar_bf16, OutputDType::kBF16)));
+      for (Isa isa : supported_isas()) {
+        CAPTURE(isa_name(isa));
+        auto e = Embedder::create(model, {.isa = isa, .inline_bytes = isa == Isa::kAvx2 ? 0u : std::size_t{1} << 30});
+        REQUIRE(e);
+        std::vector<float> f32(scalar_f32.size());
+        std::vector<std::uint16_t> bf16(scalar_bf16.size());
+        REQUIRE(e->embed(r, OutputSpan(f32)));
+        REQUIRE(e->embed(r, OutputSpan(bf16, OutputDType::kBF16)));
+        CHECK(std::memcmp(f32.data(), scalar_f32.data(), f32.size() * 4) == 0);
+        CHECK(bf16 == scalar_bf16);
+      }
+    }
+  }
+}

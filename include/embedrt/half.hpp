@@ -1,22 +1,22 @@
-// Scalar conversions between float and the 16-bit types (bfloat16 and IEEE half as raw bits). Used by the reference path, the
-// converter and the tails of vector kernels, so they must be exact: round to nearest even,
-// NaN stays NaN (quiet), infinities and signed zeros are kept, subnormals are handled.
-// `static`: every translation unit, including the per-ISA kernel units built with wider
-// instruction sets, keeps a private copy, so the linker can never hand a baseline caller a copy
-// compiled for AVX-512.
+// Scalar conversions between float and the 16-bit types (bfloat16 and IEEE half as raw bits).
+// Used by the reference path, the converter and the tails of vector kernels, so they must be
+// exact: round to nearest even, NaN stays NaN (quiet), infinities and signed zeros are kept,
+// subnormals are handled. `static`, and __builtin_bit_cast rather than std::bit_cast (a template
+// the compiler may emit as a shared symbol): every translation unit, including the per-ISA kernel
+// units built with wider instruction sets, keeps a private copy, so the linker can never hand a
+// baseline caller a copy compiled for AVX-512.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
 namespace embedrt {
 
 static inline float bf16_to_f32(std::uint16_t h) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+  return __builtin_bit_cast(float, static_cast<std::uint32_t>(h) << 16);
 }
 
 static inline std::uint16_t f32_to_bf16(float f) noexcept {
-  std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  std::uint32_t u = __builtin_bit_cast(std::uint32_t, f);
   if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep the sign, force a quiet payload bit
     return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
   }
@@ -44,11 +44,11 @@ static inline float f16_to_f32(std::uint16_t h) noexcept {
     }
     bits = sign | (e << 23) | ((mantissa & 0x3ffu) << 13);
   }
-  return std::bit_cast<float>(bits);
+  return __builtin_bit_cast(float, bits);
 }
 
 static inline std::uint16_t f32_to_f16(float f) noexcept {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t u = __builtin_bit_cast(std::uint32_t, f);
   const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   const std::uint32_t abs = u & 0x7fffffffu;
   if (abs > 0x7f800000u) {  // NaN: quiet, keep the top payload bits
@@ -59,8 +59,8 @@ static inline std::uint16_t f32_to_f16(float f) noexcept {
   }
   if (abs < 0x38800000u) {  // below the smallest normal half (2^-14): subnormal or zero
     // Add 0.5 (as a float) so the FPU aligns and rounds the mantissa to nearest even.
-    const float shifted = std::bit_cast<float>(abs) + 0.5f;
-    return static_cast<std::uint16_t>(sign | (std::bit_cast<std::uint32_t>(shifted) - 0x3f000000u));
+    const float shifted = __builtin_bit_cast(float, abs) + 0.5f;
+    return static_cast<std::uint16_t>(sign | (__builtin_bit_cast(std::uint32_t, shifted) - 0x3f000000u));
   }
   std::uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);  // nearest, ties to even
   rounded -= 0x38000000u;  // rebias exponent 127 -> 15

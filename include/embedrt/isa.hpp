@@ -2,8 +2,11 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
+
+#include "embedrt/error.hpp"
 
 namespace embedrt {
 
@@ -22,8 +25,13 @@ std::optional<Isa> parse_isa(std::string_view name) noexcept;
 std::vector<Isa> supported_isas();
 bool isa_supported(Isa isa);
 
-// The ISA an Embedder uses when none is asked for: EMBEDRT_ISA from the environment when set
-// (and supported), else the best supported. Decided once per process.
-Isa default_isa();
+Isa best_isa();               // the last of supported_isas()
+std::string supported_list();  // "scalar, sse4.2, avx2, avx512"
+
+// The ISA an Embedder uses when none is asked for, by the one rule for EMBEDRT_ISA: unset or
+// empty, the best supported; a name of a supported ISA, that one; anything else an error that
+// names the value (kInvalidArgument for an unknown name, kUnsupported for one this CPU lacks).
+// Read on every call, so a test can change it.
+Result<Isa> default_isa();
 
 }  // namespace embedrt

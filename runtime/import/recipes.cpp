@@ -285,10 +285,6 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
   plan.explanation = evidence;
 
   // 2. Config values the recipe reads (absent config: the recipe's defaults).
-  const auto cfg_u64 = [&](std::string_view key) -> Result<std::optional<std::uint64_t>> {
-    if (!config) return std::optional<std::uint64_t>{};
-    return config->u64(key);
-  };
   const auto cfg_bool = [&](std::string_view key, bool fallback) -> Result<bool> {
     if (!config || key.empty()) return fallback;
     return value_or(config->boolean(key), fallback);

@@ -18,7 +18,7 @@ inline constexpr std::uint64_t kMaxNormDim = 16384;
 struct RawIds {
   const void* data = nullptr;
   bool wide = true;  // int64 (else int32)
-  bool empty() const noexcept { return data == nullptr; }
+  // No member functions: an inline member would be compiled into every ISA unit (see kernel_body.inl).
 };
 
 struct KernelArgs {

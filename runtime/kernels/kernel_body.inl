@@ -5,7 +5,10 @@
 //   load_f32/f16/bf16/i8    decode kWidth table elements to a V
 //   store_f32/f16/bf16      encode a V into kWidth output elements (store_f32 can stream)
 //   hsum, fence, prefetch
-// Everything here is a template or has internal linkage, so no symbol can leak between ISAs.
+// Everything here is a template or has internal linkage, and it calls no inline function shared
+// with baseline code (no std::min/max/sqrt/bit_cast: builtins or local helpers instead), so no
+// symbol compiled with wider flags can be picked by the linker for a baseline caller
+// (tests/check_kernel_symbols.py checks the objects, at -O0 too).
 //
 // Arithmetic order matches the reference path exactly (token * token_scale + segment + position, then scale,
 // each a rounded f32 operation; int8 as q * scale + bias), so f32 results are bit-identical
@@ -37,7 +40,7 @@ inline std::uint64_t id_at(RawIds ids, std::uint64_t i) noexcept {
 class PositionCursor {
  public:
   PositionCursor(const KernelArgs& a, std::uint64_t begin) : a_(a), i_(begin) {
-    if (a.position == nullptr || !a.position_ids.empty()) return;
+    if (a.position == nullptr || a.position_ids.data != nullptr) return;
     std::uint64_t first = 0;  // the first token of the sequence holding `begin`
     if (a.offsets != nullptr) {
       // The last sequence whose first token is <= begin (binary search, no std:: helpers here).
@@ -61,7 +64,7 @@ class PositionCursor {
 
   // Row for token i_, then advances to i_ + 1.
   std::uint64_t next() noexcept {
-    if (!a_.position_ids.empty()) return id_at(a_.position_ids, i_++) + a_.position_offset;
+    if (a_.position_ids.data != nullptr) return id_at(a_.position_ids, i_++) + a_.position_offset;
     if (a_.offsets != nullptr) {
       while (i_ >= seq_end_) {  // move to the sequence holding i_ (skipping empty ones)
         ++seq_;
@@ -102,7 +105,8 @@ constexpr std::uint64_t kPrefetchBytes = 2 * 3072;  // two f32 rows of dim 768
 
 // The same bytes in flight whatever the row size: narrower rows are prefetched more rows ahead.
 inline std::uint64_t prefetch_distance(std::uint64_t table_row_bytes) {
-  return std::max<std::uint64_t>(1, kPrefetchBytes / std::max<std::uint64_t>(1, table_row_bytes));
+  const std::uint64_t rows = kPrefetchBytes / (table_row_bytes ? table_row_bytes : 1);
+  return rows ? rows : 1;
 }
 
 template <DType TD>
@@ -172,7 +176,8 @@ inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte
   std::uint64_t head = 0;
   if (stream) {
     const auto misalignment = reinterpret_cast<std::uintptr_t>(out) % kVectorBytes;
-    head = std::min<std::uint64_t>(dim, misalignment ? (kVectorBytes - misalignment) / out_size(OD) : 0);
+    const std::uint64_t peel = misalignment ? (kVectorBytes - misalignment) / out_size(OD) : 0;
+    head = peel < dim ? peel : dim;
   }
   const std::uint64_t body_end = head + (dim - head) / W * W;
   float ts, tb, ss = 1, sb = 0, ps = 1, pb = 0;
@@ -203,11 +208,57 @@ inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte
   for (std::uint64_t j = body_end; j < dim; ++j) scalar(j);
 }
 
-// Rows with LayerNorm: the tables are read once into a cache-resident staging row, statistics
-// come from that row, and the normalized result is written once.
+// LayerNorm statistics are sums over the row in one order for every ISA, so a fleet of mixed CPUs
+// returns identical bits: 16 lanes (lane l holds elements l, l + 16, l + 32, ...; one AVX-512
+// vector, two AVX2, four SSE, sixteen scalars), the lanes added 0..15 in order, then the elements
+// past the last multiple of 16 in order.
+constexpr std::uint64_t kNormLanes = 16;
+
+template <typename Value>
+inline float lane_ordered_sum(std::uint64_t dim, Value&& value) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  static_assert(kNormLanes % W == 0, "a vector must hold a whole number of lanes");
+  constexpr std::uint64_t kVectors = kNormLanes / W;
+  V acc[kVectors];
+  for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = V(0.0f);
+  const std::uint64_t body = dim - dim % kNormLanes;
+  for (std::uint64_t j = 0; j < body; j += kNormLanes) {
+    for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = acc[v] + value.vector(j + v * W);
+  }
+  alignas(64) float lanes[kNormLanes];
+  for (std::uint64_t v = 0; v < kVectors; ++v) Traits::store_f32(reinterpret_cast<std::byte*>(lanes + v * W), acc[v], false);
+  float sum = 0.0f;
+  for (std::uint64_t l = 0; l < kNormLanes; ++l) sum += lanes[l];
+  for (std::uint64_t j = body; j < dim; ++j) sum += value.one(j);
+  return sum;
+}
+
+struct NormStatistics {
+  float mean, inverse;  // inverse = 1 / sqrt(variance + epsilon)
+};
+
+// (x - mean)^2, element j or W from j, for the variance.
+template <typename Source>
+struct SquaredDeviation {
+  const Source& x;
+  float mean;
+  typename Traits::V vector(std::uint64_t j) const {
+    const typename Traits::V d = x.vector(j) - typename Traits::V(mean);
+    return d * d;
+  }
+  float one(std::uint64_t j) const {
+    const float d = x.one(j) - mean;
+    return d * d;
+  }
+};
+
+// Rows with LayerNorm: three passes over one row, which stays in L1/L2 between them. The summed
+// embedding x is staged in the output row when the output is f32, and recomputed from the
+// (cached) table rows otherwise, so no row-sized buffer lives on the caller's stack.
 template <DType TD, OutputDType OD>
 inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std::byte* seg, const std::byte* pos,
-                           std::byte* out, float* stage) {
+                           std::byte* out) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim, body = dim - dim % W;
@@ -217,50 +268,69 @@ inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std:
   if (pos) row_quantization<TD>(pos, dim, ps, pb);
   const bool scaled = a.scale != 1.0f;
   const bool token_scaled = a.token_scale != 1.0f;
-  V sum(0.0f);
-  float tail_sum = 0;
-  for (std::uint64_t j = 0; j < body; j += W) {
-    V x = load<TD>(tok, j, ts, tb);
-    if (token_scaled) x = x * V(a.token_scale);
-    if (seg) x = x + load<TD>(seg, j, ss, sb);
-    if (pos) x = x + load<TD>(pos, j, ps, pb);
-    if (scaled) x = x * V(a.scale);
-    Traits::store_f32(reinterpret_cast<std::byte*>(stage + j), x, false);
-    sum = sum + x;
+  // x, the summed (and scaled) embedding, computed from the tables: element j, or W from j.
+  struct Computed {
+    const KernelArgs& a;
+    const std::byte *tok, *seg, *pos;
+    float ts, tb, ss, sb, ps, pb;
+    bool scaled, token_scaled;
+    V vector(std::uint64_t j) const {
+      V x = load<TD>(tok, j, ts, tb);
+      if (token_scaled) x = x * V(a.token_scale);
+      if (seg) x = x + load<TD>(seg, j, ss, sb);
+      if (pos) x = x + load<TD>(pos, j, ps, pb);
+      if (scaled) x = x * V(a.scale);
+      return x;
+    }
+    float one(std::uint64_t j) const {
+      float x = load_one<TD>(tok, j, ts, tb);
+      if (token_scaled) x = x * a.token_scale;
+      if (seg) x = x + load_one<TD>(seg, j, ss, sb);
+      if (pos) x = x + load_one<TD>(pos, j, ps, pb);
+      if (scaled) x = x * a.scale;
+      return x;
+    }
+  };
+  const Computed computed{a, tok, seg, pos, ts, tb, ss, sb, ps, pb, scaled, token_scaled};
+  // x as staged: the f32 output row holds it after pass 1.
+  struct Staged {
+    const float* row;
+    V vector(std::uint64_t j) const { return Traits::load_f32(reinterpret_cast<const std::byte*>(row + j)); }
+    float one(std::uint64_t j) const { return row[j]; }
+  };
+  const Staged staged{reinterpret_cast<const float*>(out)};
+  constexpr bool kStaged = OD == OutputDType::kF32;
+  if constexpr (kStaged) {
+    for (std::uint64_t j = 0; j < body; j += W) Traits::store_f32(out + 4 * j, computed.vector(j), false);
+    for (std::uint64_t j = body; j < dim; ++j) store_one<OD>(out, j, computed.one(j));
   }
-  for (std::uint64_t j = body; j < dim; ++j) {
-    float x = load_one<TD>(tok, j, ts, tb);
-    if (token_scaled) x = x * a.token_scale;
-    if (seg) x = x + load_one<TD>(seg, j, ss, sb);
-    if (pos) x = x + load_one<TD>(pos, j, ps, pb);
-    if (scaled) x = x * a.scale;
-    stage[j] = x;
-    tail_sum += x;
-  }
-  const float mean = (Traits::hsum(sum) + tail_sum) / static_cast<float>(dim);
-  const V vmean(mean);
-  V squares(0.0f);
-  float tail_squares = 0;
-  for (std::uint64_t j = 0; j < body; j += W) {
-    const V d = Traits::load_f32(reinterpret_cast<const std::byte*>(stage + j)) - vmean;
-    squares = squares + d * d;
-  }
-  for (std::uint64_t j = body; j < dim; ++j) tail_squares += (stage[j] - mean) * (stage[j] - mean);
-  const float variance = (Traits::hsum(squares) + tail_squares) / static_cast<float>(dim);
-  const float inverse = 1.0f / std::sqrt(variance + a.epsilon);
-  const V vinverse(inverse);
-  const std::byte* w = reinterpret_cast<const std::byte*>(a.norm_weight);
-  const std::byte* b = reinterpret_cast<const std::byte*>(a.norm_bias);
-  for (std::uint64_t j = 0; j < body; j += W) {
-    V y = (Traits::load_f32(reinterpret_cast<const std::byte*>(stage + j)) - vmean) * vinverse *
-          Traits::load_f32(w + 4 * j);
-    if (b) y = y + Traits::load_f32(b + 4 * j);
-    store<OD>(out, j, y, false);
-  }
-  for (std::uint64_t j = body; j < dim; ++j) {
-    float y = (stage[j] - mean) * inverse * a.norm_weight[j];
-    if (b) y += a.norm_bias[j];
-    store_one<OD>(out, j, y);
+  const auto statistics = [&](const auto& x) {
+    const float mean = lane_ordered_sum(dim, x) / static_cast<float>(dim);
+    using Source = std::remove_cvref_t<decltype(x)>;
+    const float variance = lane_ordered_sum(dim, SquaredDeviation<Source>{x, mean}) / static_cast<float>(dim);
+    return NormStatistics{mean, 1.0f / __builtin_sqrtf(variance + a.epsilon)};
+  };
+  const auto normalize = [&](const auto& x, float mean, float inverse) {
+    const V vmean(mean), vinverse(inverse);
+    const std::byte* w = reinterpret_cast<const std::byte*>(a.norm_weight);
+    const std::byte* b = reinterpret_cast<const std::byte*>(a.norm_bias);
+    for (std::uint64_t j = 0; j < body; j += W) {
+      V y = (x.vector(j) - vmean) * vinverse * Traits::load_f32(w + 4 * j);
+      if (b) y = y + Traits::load_f32(b + 4 * j);
+      store<OD>(out, j, y, false);
+    }
+    for (std::uint64_t j = body; j < dim; ++j) {
+      float y = (x.one(j) - mean) * inverse * a.norm_weight[j];
+      if (b) y += a.norm_bias[j];
+      store_one<OD>(out, j, y);
+    }
+  };
+  if constexpr (kStaged) {
+    const NormStatistics st = statistics(staged);
+    normalize(staged, st.mean, st.inverse);
+  } else {
+    const NormStatistics st = statistics(computed);
+    normalize(computed, st.mean, st.inverse);
   }
 }
 
@@ -274,8 +344,6 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   // aligned to its element size.
   const bool stream = !kNorm && a.nontemporal && Traits::kCanStream &&
                       reinterpret_cast<std::uintptr_t>(out) % out_size(OD) == 0;
-  // The LayerNorm staging row lives on the stack: no allocation on the hot path.
-  alignas(64) float stage[kNorm ? kMaxNormDim : 1];
   PositionCursor positions(a, begin);
   const std::uint64_t distance = prefetch_distance(table_row_bytes);
   for (std::uint64_t i = begin; i < end; ++i, out += out_row_bytes) {
@@ -286,11 +354,11 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
     const std::byte* tok = a.token + id_at(a.ids, i) * a.token_stride;
     const std::byte* seg = nullptr;
     if (a.segment != nullptr) {
-      seg = a.segment + (a.segment_ids.empty() ? 0 : id_at(a.segment_ids, i)) * a.segment_stride;
+      seg = a.segment + (a.segment_ids.data == nullptr ? 0 : id_at(a.segment_ids, i)) * a.segment_stride;
     }
     const std::byte* pos = a.position != nullptr ? a.position + positions.next() * a.position_stride : nullptr;
     if constexpr (kNorm) {
-      embed_row_norm<TD, OD>(a, tok, seg, pos, out, stage);
+      embed_row_norm<TD, OD>(a, tok, seg, pos, out);
     } else {
       embed_row<TD, OD>(a, tok, seg, pos, out, stream);
     }

@@ -10,12 +10,14 @@ int main(int argc, char** argv) {
   using namespace embedrt::cli;
   CLI::App app{"embedrt: token embeddings at memory-bus speed", "embedrt"};
   app.require_subcommand(1);
+  const auto isa = embedrt::default_isa();
+  const std::string chosen_isa = isa ? std::string(embedrt::isa_name(*isa)) : "none (" + isa.error().message() + ")";
   std::string supported;
   for (embedrt::Isa isa : embedrt::supported_isas()) supported += " " + std::string(embedrt::isa_name(isa));
   app.set_version_flag("-V,--version", std::string("embedrt ") + embedrt::version() + " (format " +
                                            std::to_string(embedrt::kFormatVersionMajor) + "." +
                                            std::to_string(embedrt::kFormatVersionMinor) + ", isa " +
-                                           std::string(embedrt::isa_name(embedrt::default_isa())) +
+                                           chosen_isa +
                                            "; supported:" + supported + ")");
 
   const Runner inspect = add_inspect_command(app);
