@@ -10,7 +10,7 @@ packages=(
   # libraries the project links
   libxsimd-dev libtbb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libdeflate-dev libcpp-httplib-dev
   # tests and benchmarks
-  doctest-dev libbenchmark-dev wrk
+  doctest-dev libbenchmark-dev wrk qemu-user
   # PyTorch for parity tests and comparisons (runs as /usr/bin/python3; never needed at run time)
   python3-torch python3-numpy python3-matplotlib python3-xxhash
 )
