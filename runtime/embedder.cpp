@@ -52,11 +52,17 @@ std::uint64_t last_level_cache_bytes() {
 
 kernels::RawIds raw(const IdSpan& ids) { return {ids.empty() ? nullptr : ids.data(), ids.is_int64()}; }
 
+// A request error with its context: the request field at fault and, for tokens, which one.
+Error request_error(ErrorCode code, std::string message, const char* field) {
+  return Error(code, std::move(message), {.field = field});
+}
+
 Error out_of_range(std::uint64_t sequence, std::uint64_t position, const char* what, std::int64_t value,
-                   std::uint64_t limit) {
-  return Error(ErrorCode::kOutOfRange, "sequence " + std::to_string(sequence) + ", position " +
-                                           std::to_string(position) + ": " + what + " " + std::to_string(value) +
-                                           " is out of range [0, " + std::to_string(limit) + ")");
+                   std::uint64_t limit, const char* field) {
+  return Error(ErrorCode::kOutOfRange,
+               "sequence " + std::to_string(sequence) + ", position " + std::to_string(position) + ": " + what + " " +
+                   std::to_string(value) + " is out of range [0, " + std::to_string(limit) + ")",
+               {.field = field, .sequence = sequence, .position = position});
 }
 
 // Calls visit(i, sequence, position_in_sequence) for every token, in order.
@@ -116,12 +122,8 @@ Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
       return Error(ErrorCode::kUnsupported,
                    "'" + model.file().path() + "': the " + std::string(role_name(t->role)) + " table is " +
                        std::string(dtype_name(t->dtype)) + " but the token table is " +
-                       std::string(dtype_name(token.dtype)) + "; convert with a single --dtype");
+                       std::string(dtype_name(token.dtype)) + "; convert with a single table `dtype`");
     }
-  }
-  if (model.norm_weight() != nullptr && model.dim() > kernels::kMaxNormDim) {
-    return Error(ErrorCode::kUnsupported, "fused LayerNorm supports dim up to " + std::to_string(kernels::kMaxNormDim) +
-                                              ", the model has " + std::to_string(model.dim()));
   }
   return Embedder(std::move(model), options, isa, last_level_cache_bytes());
 }
@@ -132,45 +134,46 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
 
   // Shape of the request.
   if (out.size() / dim != n || out.size() % dim != 0) {
-    return Error(ErrorCode::kInvalidArgument, "output has " + std::to_string(out.size()) + " elements, expected " +
-                                                  std::to_string(n) + " ids x dim " + std::to_string(dim));
+    return request_error(ErrorCode::kInvalidArgument, "output has " + std::to_string(out.size()) + " elements, expected " +
+                                                          std::to_string(n) + " ids x dim " + std::to_string(dim), "output");
   }
   std::uint64_t length = 0;
   if (!r.sequence_offsets.empty()) {
     if (r.sequence_offsets.size() != r.sequences + 1 || r.sequence_offsets[0] != 0 ||
         r.sequence_offsets[r.sequences] != n) {
-      return Error(ErrorCode::kInvalidArgument,
-                   "sequence_offsets must hold sequences + 1 = " + std::to_string(r.sequences + 1) +
-                       " values from 0 to " + std::to_string(n) + " ids");
+      return request_error(ErrorCode::kInvalidArgument,
+                           "sequence_offsets must hold sequences + 1 = " + std::to_string(r.sequences + 1) +
+                               " values from 0 to " + std::to_string(n) + " ids", "sequence_offsets");
     }
     for (std::uint64_t s = 0; s < r.sequences; ++s) {
       if (r.sequence_offsets[s + 1] < r.sequence_offsets[s]) {
-        return Error(ErrorCode::kInvalidArgument, "sequence_offsets decrease at sequence " + std::to_string(s));
+        return request_error(ErrorCode::kInvalidArgument, "sequence_offsets decrease at sequence " + std::to_string(s),
+                             "sequence_offsets");
       }
     }
   } else if (n > 0) {
     if (r.sequences == 0 || n % r.sequences != 0) {
-      return Error(ErrorCode::kInvalidArgument, std::to_string(n) + " ids cannot be split into " +
-                                                    std::to_string(r.sequences) + " sequences of equal length");
+      return request_error(ErrorCode::kInvalidArgument, std::to_string(n) + " ids cannot be split into " +
+                                                            std::to_string(r.sequences) + " sequences of equal length", "ids");
     }
     length = n / r.sequences;
   }
   if (n == 0) return {};
   if (!r.start_positions.empty() && r.start_positions.size() != r.sequences) {
-    return Error(ErrorCode::kInvalidArgument, std::to_string(r.start_positions.size()) + " start positions for " +
-                                                  std::to_string(r.sequences) + " sequences");
+    return request_error(ErrorCode::kInvalidArgument, std::to_string(r.start_positions.size()) + " start positions for " +
+                                                          std::to_string(r.sequences) + " sequences", "start_positions");
   }
   if (!r.position_ids.empty() && r.position_ids.size() != n) {
-    return Error(ErrorCode::kInvalidArgument,
-                 std::to_string(r.position_ids.size()) + " position ids for " + std::to_string(n) + " ids");
+    return request_error(ErrorCode::kInvalidArgument,
+                         std::to_string(r.position_ids.size()) + " position ids for " + std::to_string(n) + " ids", "position_ids");
   }
   if (!r.segment_ids.empty()) {
     if (model_.segment() == nullptr) {
-      return Error(ErrorCode::kInvalidArgument, "segment ids given, but the model has no segment table");
+      return request_error(ErrorCode::kInvalidArgument, "segment ids given, but the model has no segment table", "segment_ids");
     }
     if (r.segment_ids.size() != n) {
-      return Error(ErrorCode::kInvalidArgument,
-                   std::to_string(r.segment_ids.size()) + " segment ids for " + std::to_string(n) + " ids");
+      return request_error(ErrorCode::kInvalidArgument,
+                           std::to_string(r.segment_ids.size()) + " segment ids for " + std::to_string(n) + " ids", "segment_ids");
     }
   }
 
@@ -183,17 +186,17 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
   std::uint64_t nonpad = 0;  // padding-aware positions: non-pad tokens before t in sequence s
   Status valid = for_each_token(r, n, length, [&](std::uint64_t i, std::uint64_t s, std::uint64_t t) -> Status {
     const std::int64_t id = r.ids[i];
-    if (id < 0 || static_cast<std::uint64_t>(id) >= vocab) return out_of_range(s, t, "id", id, vocab);
+    if (id < 0 || static_cast<std::uint64_t>(id) >= vocab) return out_of_range(s, t, "id", id, vocab, "ids");
     if (!r.segment_ids.empty()) {
       const std::int64_t segment = r.segment_ids[i];
       if (segment < 0 || static_cast<std::uint64_t>(segment) >= segments) {
-        return out_of_range(s, t, "segment", segment, segments);
+        return out_of_range(s, t, "segment", segment, segments, "segment_ids");
       }
     }
     if (has_position) {
       if (!r.position_ids.empty()) {
         const std::int64_t p = r.position_ids[i];
-        if (p < 0 || static_cast<std::uint64_t>(p) >= limit) return out_of_range(s, t, "position", p, limit);
+        if (p < 0 || static_cast<std::uint64_t>(p) >= limit) return out_of_range(s, t, "position", p, limit, "position_ids");
       } else {
         const std::uint64_t start = r.start_positions.empty() ? r.start : r.start_positions[s];
         // Sequential positions count every token; padding-aware ones only non-pads (pads use a fixed row).
@@ -202,9 +205,11 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
         const std::uint64_t index = padding_id >= 0 ? nonpad : t;
         if (padding_id >= 0 && !pad) ++nonpad;
         if (!pad && (start >= limit || index >= limit - start)) {
-          return Error(ErrorCode::kOutOfRange, "sequence " + std::to_string(s) + ", position " + std::to_string(t) +
-                                                   ": position " + (start > UINT64_MAX - index ? std::string("(overflow)") : std::to_string(start + index)) +
-                                                   " is past the limit of " + std::to_string(limit) + " positions");
+          return Error(ErrorCode::kOutOfRange,
+                       "sequence " + std::to_string(s) + ", position " + std::to_string(t) + ": position " +
+                           (start > UINT64_MAX - index ? std::string("(overflow)") : std::to_string(start + index)) +
+                           " is past the limit of " + std::to_string(limit) + " positions",
+                       {.field = r.start_positions.empty() ? "start" : "start_positions", .sequence = s, .position = t});
         }
       }
     }

@@ -156,7 +156,7 @@ Result<TableFileWriter> TableFileWriter::begin(const std::string& path, std::vec
   impl->size = *total;
 
   if (!options.overwrite && ::access(path.c_str(), F_OK) == 0) {
-    return Error(ErrorCode::kAlreadyExists, "'" + path + "' exists (use overwrite/--force to replace it)");
+    return Error(ErrorCode::kAlreadyExists, "'" + path + "' exists (set `overwrite` to replace it)");
   }
 
   std::string temporary = folder_of(path) + "/." + base_of(path) + ".tmp.XXXXXX";
@@ -262,7 +262,7 @@ Status TableFileWriter::commit() {
     // Refuse to replace a target that appeared since begin(), atomically.
     renamed = ::renameat2(AT_FDCWD, w.temporary.c_str(), AT_FDCWD, w.target.c_str(), RENAME_NOREPLACE);
     if (renamed != 0 && errno == EEXIST) {
-      return Error(ErrorCode::kAlreadyExists, "'" + w.target + "' exists (use overwrite/--force to replace it)");
+      return Error(ErrorCode::kAlreadyExists, "'" + w.target + "' exists (set `overwrite` to replace it)");
     }
   }
   if (renamed != 0) return w.io_error("cannot rename the temporary file to '" + w.target + "'", errno);

@@ -495,3 +495,42 @@ TEST_CASE("LayerNorm results are bit-identical on every ISA") {
     }
   }
 }
+
+TEST_CASE("errors carry structured context; a failed Result's value() is a defined failure") {
+  TempDir dir;
+  Spec s;
+  s.segments = 2;
+  const Model model = make_model(dir, s, 21);
+  auto embedder = Embedder::create(model);
+  REQUIRE(embedder);
+  std::vector<float> out(4 * s.dim);
+  const std::vector<std::int64_t> ids = {1, 2, 99, 3}, segments = {0, 1, 0, 5};
+  const std::vector<std::uint64_t> starts = {0, 39};
+  EmbedRequest r;
+  r.ids = ids;
+  r.sequences = 2;
+  Status st = embedder->embed(r, OutputSpan(out));
+  REQUIRE_FALSE(st);
+  CHECK(st.error().context().field == "ids");
+  CHECK(st.error().context().sequence == 1);
+  CHECK(st.error().context().position == 0);
+  const std::vector<std::int64_t> good = {1, 2, 3, 4};
+  r.ids = good;
+  r.segment_ids = segments;
+  st = embedder->embed(r, OutputSpan(out));
+  REQUIRE_FALSE(st);
+  CHECK(st.error().context().field == "segment_ids");
+  r.segment_ids = {};
+  r.start_positions = starts;
+  st = embedder->embed(r, OutputSpan(out));
+  REQUIRE_FALSE(st);
+  CHECK(st.error().context().field == "start_positions");
+  CHECK(st.error().context().position == 1);
+
+  Result<int> failed = Error(ErrorCode::kNotFound, "no such thing");
+  CHECK_THROWS_AS(failed.value(), BadResultAccess);
+  CHECK_THROWS_WITH(failed.value(), "embedrt: value() of a failed Result: no such thing");
+  Result<int> fine = 3;
+  CHECK_THROWS_AS(fine.error(), BadResultAccess);
+  CHECK_THROWS_AS(Status{}.error(), BadResultAccess);
+}

@@ -1,8 +1,12 @@
 // Errors as values: every fallible call returns Status or Result<T>. The library never
-// aborts and never writes to stderr; the message names the offending field or value.
+// aborts and never writes to stderr; the message names the offending field or value, and the
+// context says the same in fields a program can act on. Asking a failed Result for its value
+// throws BadResultAccess (a bug in the caller, but never undefined behaviour).
 #pragma once
 
-#include <cassert>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -27,15 +31,37 @@ enum class ErrorCode {
 // Stable name of an error code, e.g. "malformed".
 const char* error_code_name(ErrorCode code) noexcept;
 
+// Where an error points, for programs that act on it without reading the message (the server
+// maps `field` to the protocol input at fault). Every member is optional.
+struct ErrorContext {
+  std::string file;                     // the file at fault
+  std::optional<std::uint64_t> offset;  // byte offset in it
+  std::string tensor;                   // tensor or table name
+  // The API field at fault: a request field ("ids", "segment_ids", "start_positions",
+  // "position_ids", "sequence_offsets", "output") or an option ("preset", "config_path", ...).
+  std::string field;
+  std::optional<std::uint64_t> sequence, position;  // for request errors: which token
+};
+
 class Error {
  public:
-  Error(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Error(ErrorCode code, std::string message, ErrorContext context = {})
+      : code_(code), message_(std::move(message)), context_(std::move(context)) {}
   ErrorCode code() const noexcept { return code_; }
   const std::string& message() const noexcept { return message_; }
+  const ErrorContext& context() const noexcept { return context_; }
 
  private:
   ErrorCode code_;
   std::string message_;
+  ErrorContext context_;
+};
+
+// Thrown by Result::value() on an error and Result::error() on a value: a programming error, made
+// a defined failure (the message is the error's) rather than undefined behaviour.
+class BadResultAccess : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
 };
 
 // A value or an error. Deliberately small: C++20 has no std::expected.
@@ -48,18 +74,24 @@ class [[nodiscard]] Result {
   bool ok() const noexcept { return state_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<0>(state_); }
-  const T& value() const& { assert(ok()); return std::get<0>(state_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(state_)); }
+  T& value() & { check_value(); return std::get<0>(state_); }
+  const T& value() const& { check_value(); return std::get<0>(state_); }
+  T&& value() && { check_value(); return std::get<0>(std::move(state_)); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  const Error& error() const& { assert(!ok()); return std::get<1>(state_); }
-  Error&& error() && { assert(!ok()); return std::get<1>(std::move(state_)); }
+  const Error& error() const& { check_error(); return std::get<1>(state_); }
+  Error&& error() && { check_error(); return std::get<1>(std::move(state_)); }
 
  private:
+  void check_value() const {
+    if (!ok()) throw BadResultAccess("embedrt: value() of a failed Result: " + std::get<1>(state_).message());
+  }
+  void check_error() const {
+    if (ok()) throw BadResultAccess("embedrt: error() of a successful Result");
+  }
   std::variant<T, Error> state_;
 };
 
@@ -71,10 +103,13 @@ class [[nodiscard]] Result<void> {
 
   bool ok() const noexcept { return !failed_; }
   explicit operator bool() const noexcept { return ok(); }
-  const Error& error() const& { assert(failed_); return error_; }
-  Error&& error() && { assert(failed_); return std::move(error_); }
+  const Error& error() const& { check_error(); return error_; }
+  Error&& error() && { check_error(); return std::move(error_); }
 
  private:
+  void check_error() const {
+    if (!failed_) throw BadResultAccess("embedrt: error() of a successful Status");
+  }
   Error error_{ErrorCode::kOk, {}};
   bool failed_ = false;
 };

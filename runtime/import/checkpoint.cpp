@@ -197,7 +197,7 @@ Result<Checkpoint> open_checkpoint(const std::vector<std::string>& inputs, const
     if (kept.empty()) {
       std::string keys;
       for (const auto& k : top_level) keys += (keys.empty() ? "" : ", ") + k;
-      return Error(ErrorCode::kNotFound, "--key '" + options.key + "' holds no tensors; top-level keys with tensors: " +
+      return Error(ErrorCode::kNotFound, "`key` '" + options.key + "' holds no tensors; top-level keys with tensors: " +
                                              (keys.empty() ? "(none)" : keys));
     }
     checkpoint.tensors = std::move(kept);

@@ -79,11 +79,8 @@ Result<const SourceTensor*> find_table(const std::vector<SourceTensor>& tensors,
       for (const SourceTensor* t : found) list += "\n  " + t->name;
       return Error(ErrorCode::kInvalidArgument, "several candidates for the " + std::string(role_name(role)) +
                                                     " table ('" + std::string(suffix) +
-                                                    "'); name one explicitly (--" +
-                                                    std::string(role == Role::kNormWeight ? "norm-weight"
-                                                                : role == Role::kNormBias ? "norm-bias"
-                                                                                          : role_name(role)) +
-                                                    ") or narrow with --key:" + list);
+                                                    "'); name one explicitly (`overrides." + std::string(role_name(role)) +
+                                                    "`) or narrow with `key`:" + list);
     }
   }
   return static_cast<const SourceTensor*>(nullptr);
@@ -150,8 +147,8 @@ Result<const Recipe*> detect_from_names(const std::vector<SourceTensor>& tensors
   if (fits.empty()) {
     return Error(ErrorCode::kNotFound, "no config.json and no known model family in the tensor names (" +
                                            recipe_list() +
-                                           "); put the model's config.json beside it (--config), choose --preset, "
-                                           "or name the tables with --token/--position. 2-D tensors seen:" +
+                                           "); put the model's config.json beside it (`config_path`), choose a `preset`, "
+                                           "or name the tables (`overrides.token`, `overrides.position`). 2-D tensors seen:" +
                                            candidate_list(tensors));
   }
   const auto all_agree = [](const std::vector<const Recipe*>& rs) {
@@ -177,7 +174,7 @@ Result<const Recipe*> detect_from_names(const std::vector<SourceTensor>& tensors
     for (const Recipe* r : fits) list += "\n  " + std::string(r->name) + ": " + std::string(r->rules);
     return Error(ErrorCode::kUnsupported,
                  "no config.json, and the tensor names fit several families that compute different embeddings:" +
-                     list + "\nput the model's config.json beside the checkpoint (or pass --config), or choose with --preset");
+                     list + "\nput the model's config.json beside the checkpoint (or name it with `config_path`), or choose a `preset`");
   }
   const Recipe* chosen = fits[0];
   const auto token = find_table(tensors, chosen->token, Role::kToken);
@@ -199,8 +196,8 @@ Result<T> value_or(Result<std::optional<T>> value, T fallback) {
 
 Error config_mismatch(const ModelConfig& config, const std::string& what) {
   return Error(ErrorCode::kMalformed, "'" + config.path() + "' contradicts the tensors: " + what +
-                                                "; check that config.json belongs to these weights (--config FILE names "
-                                                "another, --ignore-config plans from tensor names)");
+                                                "; check that config.json belongs to these weights (`config_path` names "
+                                                "another, `ignore_config` plans from tensor names)");
 }
 
 double round_scale(double scale, DType dtype) {
@@ -243,8 +240,8 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
   if (config) {
     const std::string& type = config->model_type();
     if (type.empty()) {
-      return Error(ErrorCode::kInvalidArgument, "'" + config->path() + "' has no model_type; choose with --preset (" +
-                                                    recipe_list() + ") or --ignore-config");
+      return Error(ErrorCode::kInvalidArgument, "'" + config->path() + "' has no model_type; choose a `preset` (" +
+                                                    recipe_list() + ") or set `ignore_config`");
     }
     from_config = recipe_for_model_type(type);
     if (from_config == nullptr && !config->text_model_type().empty()) {
@@ -258,8 +255,8 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
     if (from_config == nullptr && options.preset == "auto" && overrides.token.empty()) {
       return Error(ErrorCode::kUnsupported,
                    "model_type '" + type + "' (" + evidence + ") has no recipe; embedrt knows " + recipe_list() +
-                       ". Converting it needs the tables named with --token/--position/--segment/--norm-weight and "
-                       "--ignore-config (you then vouch for the computation)");
+                       ". Converting it needs the tables named (`overrides.token`, `overrides.position`, `overrides.segment`, "
+                       "`overrides.norm_weight`) and `ignore_config` (you then vouch for the computation)");
     }
   }
   if (options.preset != "auto") {
@@ -269,10 +266,10 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
     }
     if (from_config != nullptr && from_config != recipe) {
       return Error(ErrorCode::kInvalidArgument,
-                   "--preset " + options.preset + " contradicts " + evidence + " (recipe '" +
-                       std::string(from_config->name) + "'); drop --preset, or pass --ignore-config to override the config");
+                   "`preset` " + options.preset + " contradicts " + evidence + " (recipe '" +
+                       std::string(from_config->name) + "'); drop the `preset`, or set `ignore_config` to override the config");
     }
-    evidence = from_config ? evidence : "--preset " + options.preset;
+    evidence = from_config ? evidence : "preset " + options.preset;
   } else if (from_config != nullptr) {
     recipe = from_config;
   } else if (!config && overrides.token.empty()) {
@@ -365,17 +362,17 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
   if (token_choice == nullptr) {
     return Error(ErrorCode::kNotFound, "no token table for " + plan.family + " (expected a tensor named like '" +
                                            (recipe ? joined(recipe->token, "' or '") : std::string("?")) +
-                                           "'; name it with --token). 2-D tensors seen:" + candidate_list(tensors));
+                                           "'; name it with `overrides.token`). 2-D tensors seen:" + candidate_list(tensors));
   }
   if (recipe != nullptr && use_positions && table(Role::kPosition) == nullptr) {
     return Error(ErrorCode::kNotFound, plan.family + " needs a position table (a tensor named like '" +
                                            joined(recipe->position, "' or '") +
-                                           "'); name it with --position. 2-D tensors seen:" + candidate_list(tensors));
+                                           "'); name it with `overrides.position`. 2-D tensors seen:" + candidate_list(tensors));
   }
   if (recipe != nullptr && !recipe->norm_weight.empty() && table(Role::kNormWeight) == nullptr) {
     return Error(ErrorCode::kNotFound, plan.family + " needs its embedding LayerNorm (a tensor named like '" +
                                            joined(recipe->norm_weight, "' or '") +
-                                           "'); name it with --norm-weight. 2-D tensors seen:" + candidate_list(tensors));
+                                           "'); name it with `overrides.norm_weight`. 2-D tensors seen:" + candidate_list(tensors));
   }
   const SourceTensor& token = *token_choice->tensor;
 
@@ -579,11 +576,11 @@ std::string describe_token_scale(const ModelPlan& plan, DType dtype) {
 Status add_sinusoidal_positions(ModelPlan& plan, std::uint64_t context) {
   for (const ChosenTable& c : plan.tables) {
     if (c.role == Role::kPosition) {
-      return Error(ErrorCode::kInvalidArgument, "--positions sinusoidal: the input already has a position table ('" +
+      return Error(ErrorCode::kInvalidArgument, "sinusoidal positions: the input already has a position table ('" +
                                                     c.tensor->name + "')");
     }
   }
-  if (context == 0) return Error(ErrorCode::kInvalidArgument, "--positions sinusoidal needs --context N (N >= 1)");
+  if (context == 0) return Error(ErrorCode::kInvalidArgument, "sinusoidal positions need a `context` of at least 1 row");
   plan.sinusoidal_context = context;
   plan.metadata.position_kind = PositionKind::kSinusoidal;
   plan.metadata.position_offset = 0;

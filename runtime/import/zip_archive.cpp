@@ -296,7 +296,7 @@ Result<ZipArchive> ZipArchive::open(std::span<const std::byte> file, const std::
       if (crc != e.crc32) {
         char buffer[96];
         std::snprintf(buffer, sizeof buffer, "CRC-32 is %08x, the directory says %08x", crc, e.crc32);
-        return parser.fail("entry '" + e.name + "': " + buffer + " (damaged file; --no-crc-check skips this)");
+        return parser.fail("entry '" + e.name + "': " + buffer + " (damaged file; `check_crc=false` skips this)");
       }
     }
   }

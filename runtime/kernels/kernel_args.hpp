@@ -10,9 +10,6 @@
 
 namespace embedrt::kernels {
 
-// Largest dim the fused LayerNorm handles (the row is staged in a stack buffer).
-inline constexpr std::uint64_t kMaxNormDim = 16384;
-
 // Ids as raw memory: per-ISA code must not call inline functions shared with other units (the
 // linker keeps one copy, which may be the AVX-512 one), so it reads ids through its own helper.
 struct RawIds {

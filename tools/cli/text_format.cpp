@@ -62,8 +62,25 @@ std::optional<OutputDType> parse_output_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+// The library names its options as `api_field`; on the command line they are flags.
+std::string with_flag_names(std::string message) {
+  static const std::pair<std::string_view, std::string_view> kFlags[] = {
+      {"`preset`", "--preset"}, {"`config_path`", "--config"}, {"`ignore_config`", "--ignore-config"},
+      {"`overrides.token`", "--token"}, {"`overrides.position`", "--position"}, {"`overrides.segment`", "--segment"},
+      {"`overrides.norm_weight`", "--norm-weight"}, {"`overrides.norm_bias`", "--norm-bias"}, {"`key`", "--key"},
+      {"`check_crc=false`", "--no-crc-check"}, {"`overwrite`", "--force"}, {"table `dtype`", "--dtype"},
+      {"a `context` of", "--context of"},
+  };
+  for (const auto& [field, flag] : kFlags) {
+    for (std::size_t at = message.find(field); at != std::string::npos; at = message.find(field, at + flag.size())) {
+      message.replace(at, field.size(), flag);
+    }
+  }
+  return message;
+}
+
 int report(const Error& error) {
-  std::fprintf(stderr, "embedrt: error: %s\n", printable(error.message()).c_str());
+  std::fprintf(stderr, "embedrt: error: %s\n", printable(with_flag_names(error.message())).c_str());
   return error.code() == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
 }
 

@@ -237,6 +237,13 @@ std::string model_metadata_json(const std::string& model, std::uint64_t dim, boo
   return doc.dump();
 }
 
+std::string_view protocol_input(const Error& error) noexcept {
+  const std::string& field = error.context().field;
+  if (field == "segment_ids") return "token_type_ids";
+  if (field == "start" || field == "start_positions" || field == "position_ids") return "position_start";
+  return "input_ids";
+}
+
 std::string error_json(const std::string& message) { return json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace embedrt::serve

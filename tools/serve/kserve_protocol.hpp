@@ -42,4 +42,8 @@ InferResponse make_infer_response(const std::string& model, const InferRequest& 
 std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments, OutputDType dtype);
 std::string error_json(const std::string& message);
 
+// The KServe input an Embedder error is about, from its structured context (Error::context().field):
+// ids -> input_ids, segment_ids -> token_type_ids, start/start_positions -> position_start.
+std::string_view protocol_input(const Error& error) noexcept;
+
 }  // namespace embedrt::serve

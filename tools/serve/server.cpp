@@ -124,12 +124,7 @@ class Service {
     r.start_positions = request->starts;
     r.segment_ids = request->segments;
     if (Status s = model->embedder.embed(r, out_span); !s) {
-      const char* field = s.error().message().find("segment") != std::string::npos ? "token_type_ids"
-                          : s.error().message().find("position ") != std::string::npos &&
-                                  s.error().message().find(": position") != std::string::npos
-                              ? "position_start"
-                              : "input_ids";
-      return send_json(res, 400, error_json(std::string(field) + ": " + s.error().message()));
+      return send_json(res, 400, error_json(std::string(protocol_input(s.error())) + ": " + s.error().message()));
     }
     tokens = request->ids.size();
     const auto bytes = dtype == OutputDType::kF32 ? std::as_bytes(std::span(out_f32)) : std::as_bytes(std::span(out_16));
