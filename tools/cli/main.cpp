@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   const auto isa = embedrt::default_isa();
   const std::string chosen_isa = isa ? std::string(embedrt::isa_name(*isa)) : "none (" + isa.error().message() + ")";
   std::string supported;
-  for (embedrt::Isa isa : embedrt::supported_isas()) supported += " " + std::string(embedrt::isa_name(isa));
+  for (embedrt::Isa each : embedrt::supported_isas()) supported += " " + std::string(embedrt::isa_name(each));
   app.set_version_flag("-V,--version", std::string("embedrt ") + embedrt::version() + " (format " +
                                            std::to_string(embedrt::kFormatVersionMajor) + "." +
                                            std::to_string(embedrt::kFormatVersionMinor) + ", isa " +
