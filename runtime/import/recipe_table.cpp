@@ -33,8 +33,10 @@ const std::vector<Recipe> kRecipes = {
      .positions = P::kSequential, .width_keys = {"d_model"}, .rows_keys = {"max_target_positions"},
      .rules = "decoder: embed_tokens[id] + embed_positions[start + t]"},
     {.name = "clip", .model_types = {"clip", "clip_text_model"}, .name_prefixes = {"text_model"},
-     .token = {"text_model.embeddings.token_embedding.weight"},
-     .position = {"text_model.embeddings.position_embedding.weight"},
+     // CLIPTextModel saves without a prefix; CLIPModel has a vision tower with its own
+     // embeddings.position_embedding, so the text model's prefixed name is preferred.
+     .token = {"text_model.embeddings.token_embedding.weight", "embeddings.token_embedding.weight"},
+     .position = {"text_model.embeddings.position_embedding.weight", "embeddings.position_embedding.weight"},
      .positions = P::kSequential, .width_keys = {"hidden_size"},
      .rules = "text model: token_embedding[id] + position_embedding[start + t]"},
     // ---- decoders without a position table (rotary or ALiBi) ----

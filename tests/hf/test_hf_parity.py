@@ -31,10 +31,12 @@ CLI, CASES = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="embedrt-hf-")
 failures, passes = [], 0
 
-# Largest difference allowed, in ulps of the output dtype. 0: bit-exact. LayerNorm differs from
-# torch's in the order of its float32 reductions; a folded projection is computed in f64 and
-# rounded once, where torch rounds an f16 matmul.
-LAYER_NORM_ULPS = 2
+# Largest difference allowed. 0: bit-exact, every element. Otherwise in ulps of the output dtype
+# at the row's scale (the spacing of the dtype at the row's largest magnitude): LayerNorm's
+# float32 reductions run in another order than torch's, so values near zero may differ by many
+# of their own ulps while the error is a few ulps of the row. A folded projection is computed in
+# f64 and rounded once, where torch rounds an f16 matmul.
+LAYER_NORM_ULPS = 4
 BOUNDS = {
     "bloom": LAYER_NORM_ULPS, "bert": LAYER_NORM_ULPS, "roberta": LAYER_NORM_ULPS, "xlm_roberta": LAYER_NORM_ULPS,
     "camembert": LAYER_NORM_ULPS, "mpnet": LAYER_NORM_ULPS, "distilbert": LAYER_NORM_ULPS,
@@ -68,6 +70,23 @@ def expected_bits(run_doc):
     raw = bytes.fromhex(run_doc["output_hex"])
     width = 32 if run_doc["output_dtype"] == "f32" else 16
     return np.frombuffer(raw, dtype=np.uint32 if width == 32 else np.uint16), width
+
+
+def as_float(bits, dtype):
+    if dtype == "f32":
+        return bits.view(np.float32).astype(np.float64)
+    if dtype == "f16":
+        return bits.view(np.float16).astype(np.float64)
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def row_scale_ulps(mine, want, dtype, dim):
+    """|mine - want| in units of the dtype's spacing at each row's largest magnitude."""
+    a, b = as_float(mine, dtype).reshape(-1, dim), as_float(want, dtype).reshape(-1, dim)
+    mantissa = {"f32": 23, "f16": 10, "bf16": 7}[dtype]
+    scale = np.maximum(np.abs(b).max(axis=1, keepdims=True), np.finfo(np.float32).tiny)
+    unit = np.exp2(np.floor(np.log2(scale)) - mantissa)
+    return (np.abs(a - b) / unit).flatten()
 
 
 def got_bits(values, dtype):
@@ -114,16 +133,21 @@ def test_case(name, case_dir, table):
         if mine.shape != want.shape:
             check(f"{name} run {i}: element count", False, (mine.shape, want.shape))
             continue
-        ulps = np.abs(ordered(mine, width) - ordered(want, width))
-        worst = max(worst, int(ulps.max()) if ulps.size else 0)
+        if bound == 0:
+            ulps = np.abs(ordered(mine, width) - ordered(want, width))
+        else:
+            ulps = row_scale_ulps(mine, want, r["output_dtype"], r["shape"][-1])
+        worst = max(worst, float(ulps.max()) if ulps.size else 0)
         check(f"{name} run {i}: within {bound} ulp of transformers", ulps.max() <= bound,
-              f"max {ulps.max()} ulp at {int(ulps.argmax())} of {ulps.size}; {np.count_nonzero(ulps)} differ")
+              f"max {ulps.max():g} ulp at {int(ulps.argmax())} of {ulps.size}; {np.count_nonzero(ulps)} differ")
     # The provenance stored in the file names the recipe and the config values it read.
     ins = run("inspect", out, "--json")
     meta = json.loads(ins.stdout)["metadata"] if ins.returncode == 0 else {}
     check(f"{name}: provenance in the file", meta.get("config.model_type") == doc["model_type"] and
           "recipe.name" in meta and "recipe.evidence" in meta, meta)
-    table.append((name, doc["architecture"], doc["torch_dtype"], r["output_dtype"], recipe.split(" ")[1], worst, bound))
+    measured = "bit-exact" if worst == 0 else f"{worst:g} ulp"
+    table.append((name, doc["architecture"], doc["torch_dtype"], r["output_dtype"], recipe.split(" ")[1], measured,
+                  "bit-exact" if bound == 0 else f"{bound} ulp (row scale)"))
 
 
 def copy_case(case, edit_config=None):
@@ -218,7 +242,7 @@ def main():
         test_case(name, os.path.join(CASES, name), table)
     test_refusals()
     test_serve_native_dtype("gemma")
-    print("\n| case | architecture | weights | output | recipe | max ulp measured | bound |")
+    print("\n| case | architecture | weights | output | recipe | measured (all runs) | bound |")
     print("|---|---|---|---|---|---|---|")
     for row in table:
         print("| " + " | ".join(map(str, row)) + " |")
