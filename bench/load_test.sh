@@ -6,6 +6,7 @@
 #   bench/load_test.sh [build/release/tools/embedrt] [model.embt]   (DURATION=10s CONNECTIONS=16)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tools/python-env.sh
 embedrt=${1:-build/release/tools/embedrt}
 model=${2:-build/quickstart/gpt2.embt}
 duration=${DURATION:-10s}
@@ -14,13 +15,13 @@ work=$(mktemp -d)
 server_pid=""
 trap 'kill $server_pid 2>/dev/null || true; pkill -P $$ 2>/dev/null || true; rm -rf "$work"' EXIT
 cp "$model" "$work/model.embt"
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$("$EMBEDRT_TORCH_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$embedrt" serve "$work/model.embt" --name model --port "$port" --threads 16 2>"$work/server.log" &
 server_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null && break; sleep 0.1; done
 
 # wrk request bodies: one token, and a batch of 8 x 128 tokens.
-/usr/bin/python3 - "$work" <<'PY'
+"$EMBEDRT_TORCH_PYTHON" - "$work" <<'PY'
 import json, random, sys
 random.seed(0)
 def body(batch, length):

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
+source tools/python-env.sh
 seconds=${FUZZ_SECONDS:-20}
 build=build/fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -26,7 +27,7 @@ for f in tests/hf/cases/*/model/config.json; do
   [ -f "$f" ] && cp "$f" "$seeds/config/$(basename "$(dirname "$(dirname "$f")")").json" || true
 done
 echo '{"model_type": "gpt2", "vocab_size": 8, "n_embd": 4}' > "$seeds/config/minimal.json"
-/usr/bin/python3 - "$seeds" <<'PY'
+"$EMBEDRT_TORCH_PYTHON" - "$seeds" <<'PY'
 import sys, zipfile, glob, os
 seeds = sys.argv[1]
 for path in glob.glob(f"{seeds}/zip/*"):

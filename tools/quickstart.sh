@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
+source tools/python-env.sh
 
 build=build/release
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -18,7 +19,7 @@ checkpoint="$work/gpt2_state_dict.pt"
 model="$work/gpt2.embt"
 if [ ! -f "$checkpoint" ]; then
   echo "==> torch.save of a GPT-2-shaped state dict (vocab 50257, dim 768, context 1024) -> $checkpoint"
-  /usr/bin/python3 - "$checkpoint" <<'PY'
+  "$EMBEDRT_TORCH_PYTHON" - "$checkpoint" <<'PY'
 import sys
 import torch
 torch.manual_seed(0)
