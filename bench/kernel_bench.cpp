@@ -51,8 +51,8 @@ const embedrt::Model& model_for(DType dtype, std::uint64_t vocab, std::uint64_t 
       }
       if (dtype == DType::kInt8Rowwise) {
         const float scale = 1.0f / 3000, bias = 0.0f;
-        std::memcpy(row.data() + (dim + 3) / 4 * 4, &scale, 4);
-        std::memcpy(row.data() + (dim + 3) / 4 * 4 + 4, &bias, 4);
+        std::memcpy(row.data() + embedrt::int8_params_offset(dim), &scale, 4);
+        std::memcpy(row.data() + embedrt::int8_params_offset(dim) + 4, &bias, 4);
       }
     }
   }

@@ -233,6 +233,7 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
   if (const TableView* w = model_.norm_weight()) a.norm_weight = reinterpret_cast<const float*>(w->bytes.data());
   if (const TableView* b = model_.norm_bias()) a.norm_bias = reinterpret_cast<const float*>(b->bytes.data());
   a.dim = dim;
+  a.int8_params_offset = int8_params_offset(dim);
   a.token_scale = static_cast<float>(model_.metadata().token_scale);
   a.scale = static_cast<float>(model_.metadata().output_scale);
   a.epsilon = static_cast<float>(model_.metadata().norm_epsilon);

@@ -62,10 +62,12 @@ std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept {
     case DType::kF32: return 4 * dim;
     case DType::kF16:
     case DType::kBF16: return 2 * dim;
-    case DType::kInt8Rowwise: return detail::align_up(dim, 4) + 8;
+    case DType::kInt8Rowwise: return int8_params_offset(dim) + 8;
   }
   return 0;
 }
+
+std::uint64_t int8_params_offset(std::uint64_t dim) noexcept { return detail::align_up(dim, 4); }
 
 std::uint64_t default_row_stride(DType dtype, std::uint64_t dim) noexcept {
   return detail::align_up(row_bytes(dtype, dim), kRowAlignment);

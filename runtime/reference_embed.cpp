@@ -28,7 +28,7 @@ void decode_row(const TableView& table, std::uint64_t row, std::span<float> out)
       }
       return;
     case DType::kInt8Rowwise: {
-      const std::uint64_t tail = detail::align_up(dim, 4);
+      const std::uint64_t tail = int8_params_offset(dim);
       const float scale = detail::load_le<float>(p + tail);
       const float bias = detail::load_le<float>(p + tail + 4);
       for (std::uint64_t j = 0; j < dim; ++j) {

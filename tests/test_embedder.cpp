@@ -66,7 +66,7 @@ Model make_model(TempDir& dir, const Spec& s, std::uint32_t seed) {
         case DType::kInt8Rowwise: {
           for (std::uint64_t j = 0; j < s.dim; ++j) row[j] = static_cast<std::byte>(static_cast<std::int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng)));
           const float scale = 0.01f * static_cast<float>(r % 7 + 1), bias = normal(rng);
-          const std::uint64_t tail = (s.dim + 3) / 4 * 4;
+          const std::uint64_t tail = int8_params_offset(s.dim);
           std::memcpy(row.data() + tail, &scale, 4);
           std::memcpy(row.data() + tail + 4, &bias, 4);
           break;

@@ -58,7 +58,7 @@ std::vector<std::byte> encode(DType dtype, std::uint64_t rows, std::uint64_t dim
       }
     }
     if (dtype == DType::kInt8Rowwise) {
-      const std::uint64_t tail = (dim + 3) / 4 * 4;
+      const std::uint64_t tail = int8_params_offset(dim);
       std::memcpy(row + tail, &scale, 4);
       std::memcpy(row + tail + 4, &bias, 4);
     }

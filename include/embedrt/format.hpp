@@ -49,6 +49,8 @@ std::optional<PositionKind> parse_position_kind(std::string_view name) noexcept;
 
 // Bytes of payload in one row (FORMAT.md 4.2), and the row stride a writer uses for it.
 std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept;
+// Byte offset of an int8_rowwise row's f32 scale (its bias follows): align_up(dim, 4).
+std::uint64_t int8_params_offset(std::uint64_t dim) noexcept;
 std::uint64_t default_row_stride(DType dtype, std::uint64_t dim) noexcept;
 
 // A metadata value of one of the record types (FORMAT.md section 5): u64, i64, f64, string.

@@ -69,7 +69,7 @@ Status quantize_row(const double* values, std::uint64_t dim, std::byte* out, con
   }
   const float scale = static_cast<float>((hi - lo) / 255.0);
   const float bias = static_cast<float>(lo) + 128.0f * scale;
-  const std::uint64_t tail = (dim + 3) / 4 * 4;
+  const std::uint64_t tail = int8_params_offset(dim);
   for (std::uint64_t j = 0; j < dim; ++j) {
     const double q = scale > 0 ? std::nearbyint((values[j] - bias) / scale) : 0.0;
     const auto code = static_cast<std::int8_t>(std::clamp(q, -128.0, 127.0));

@@ -28,6 +28,7 @@ struct KernelArgs {
   const float* norm_weight = nullptr;  // nullptr: no LayerNorm
   const float* norm_bias = nullptr;    // nullptr: zero bias
   std::uint64_t dim = 0;
+  std::uint64_t int8_params_offset = 0;  // int8_params_offset(dim), computed once (FORMAT.md 4.2)
   float token_scale = 1.0f;  // multiplies the token row before any addition
   float scale = 1.0f;        // multiplies the sum
   float epsilon = 1e-5f;

@@ -145,11 +145,10 @@ inline void store_one(std::byte* out, std::uint64_t j, float v) {
 
 // int8 rows carry their scale and bias after the codes.
 template <DType TD>
-inline void row_quantization(const std::byte* row, std::uint64_t dim, float& scale, float& bias) {
+inline void row_quantization(const std::byte* row, std::uint64_t params_offset, float& scale, float& bias) {
   if constexpr (TD == DType::kInt8Rowwise) {
-    const std::uint64_t tail = (dim + 3) & ~std::uint64_t{3};
-    scale = load_float(row + tail);
-    bias = load_float(row + tail + 4);
+    scale = load_float(row + params_offset);
+    bias = load_float(row + params_offset + 4);
   } else {
     scale = 1.0f;
     bias = 0.0f;
@@ -181,9 +180,9 @@ inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte
   }
   const std::uint64_t body_end = head + (dim - head) / W * W;
   float ts, tb, ss = 1, sb = 0, ps = 1, pb = 0;
-  row_quantization<TD>(tok, dim, ts, tb);
-  if (seg) row_quantization<TD>(seg, dim, ss, sb);
-  if (pos) row_quantization<TD>(pos, dim, ps, pb);
+  row_quantization<TD>(tok, a.int8_params_offset, ts, tb);
+  if (seg) row_quantization<TD>(seg, a.int8_params_offset, ss, sb);
+  if (pos) row_quantization<TD>(pos, a.int8_params_offset, ps, pb);
   const bool scaled = a.scale != 1.0f;
   const bool token_scaled = a.token_scale != 1.0f;
   const auto scalar = [&](std::uint64_t j) {
@@ -263,9 +262,9 @@ inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std:
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim, body = dim - dim % W;
   float ts, tb, ss = 1, sb = 0, ps = 1, pb = 0;
-  row_quantization<TD>(tok, dim, ts, tb);
-  if (seg) row_quantization<TD>(seg, dim, ss, sb);
-  if (pos) row_quantization<TD>(pos, dim, ps, pb);
+  row_quantization<TD>(tok, a.int8_params_offset, ts, tb);
+  if (seg) row_quantization<TD>(seg, a.int8_params_offset, ss, sb);
+  if (pos) row_quantization<TD>(pos, a.int8_params_offset, ps, pb);
   const bool scaled = a.scale != 1.0f;
   const bool token_scaled = a.token_scale != 1.0f;
   // x, the summed (and scaled) embedding, computed from the tables: element j, or W from j.
