@@ -1,6 +1,7 @@
 #include "embedrt/format.hpp"
 
 #include "byte_io.hpp"
+#include "utf8.hpp"
 
 namespace embedrt {
 
@@ -12,6 +13,31 @@ std::string_view dtype_name(DType dtype) noexcept {
     case DType::kInt8Rowwise: return "int8";
   }
   return "unknown";
+}
+
+bool is_valid_utf8(std::string_view text) noexcept { return detail::valid_utf8(text); }
+
+std::string to_valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    // The longest well-formed sequence starting here (1 to 4 bytes), else one replaced byte.
+    std::size_t len = 0;
+    for (std::size_t k = 1; k <= 4 && i + k <= text.size(); ++k) {
+      if (detail::valid_utf8(text.substr(i, k))) {
+        len = k;
+        break;
+      }
+    }
+    if (len == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(text.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
 }
 
 std::string_view role_name(Role role) noexcept {

@@ -10,6 +10,7 @@
 
 #include "byte_io.hpp"
 #include "layout.hpp"
+#include "utf8.hpp"
 
 namespace embedrt::detail {
 namespace {
@@ -168,6 +169,9 @@ Result<Metadata> decode_metadata(std::span<const std::byte> block) {
     }
     const std::byte* value = p + rec::kHeaderSize + key_size;
     const std::string_view text(reinterpret_cast<const char*>(value), value_size);
+    if (type == rec::kString && !valid_utf8(text)) {
+      return malformed("key '" + std::string(key) + "': string value is not valid UTF-8");
+    }
 
     auto want = [&](std::uint8_t expected) -> Status {
       if (type != expected) {

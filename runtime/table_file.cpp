@@ -13,6 +13,7 @@
 #include "layout.hpp"
 #include "embedrt/mapped_file.hpp"
 #include "metadata_codec.hpp"
+#include "utf8.hpp"
 
 namespace embedrt {
 
@@ -206,6 +207,7 @@ Status Parser::parse_entry(std::size_t index, const std::byte* e, std::uint64_t&
     if (name[i] != '\0') return malformed(where + ": name has bytes after its NUL terminator");
   }
   t.name.assign(name, name_length);
+  if (!detail::valid_utf8(t.name)) return malformed(where + ": name is not valid UTF-8");
   const std::string named = where + " ('" + t.name + "')";
 
   const auto role = load_le<std::uint32_t>(e + ent::kRole);

@@ -18,6 +18,7 @@
 #include "layout.hpp"
 #include "embedrt/mapped_file.hpp"
 #include "errno_message.hpp"
+#include "utf8.hpp"
 #include "metadata_codec.hpp"
 
 namespace embedrt {
@@ -93,6 +94,7 @@ Status validate_specs(const std::vector<TableSpec>& specs) {
       return Error(ErrorCode::kInvalidArgument,
                    where + ": name must be 1 to 63 bytes without NUL");
     }
+    if (!detail::valid_utf8(s.name)) return Error(ErrorCode::kInvalidArgument, where + ": name is not valid UTF-8");
     if (!names.insert(s.name).second) {
       return Error(ErrorCode::kInvalidArgument, where + ": duplicate name");
     }
@@ -125,6 +127,12 @@ Result<TableFileWriter> TableFileWriter::begin(const std::string& path, std::vec
     if (!detail::valid_metadata_key(key)) {
       return Error(ErrorCode::kInvalidArgument, "metadata key '" + key + "' is not 1-255 bytes of [a-z0-9._]");
     }
+    if (const auto* text = std::get_if<std::string>(&value); text && !detail::valid_utf8(*text)) {
+      return Error(ErrorCode::kInvalidArgument, "metadata key '" + key + "': value is not valid UTF-8");
+    }
+  }
+  for (const std::string* text : {&metadata.family, &metadata.source_files, &metadata.source_dtype}) {
+    if (!detail::valid_utf8(*text)) return Error(ErrorCode::kInvalidArgument, "metadata string is not valid UTF-8");
   }
   impl->metadata = detail::encode_metadata(metadata);
   impl->version_minor = metadata.required_minor();

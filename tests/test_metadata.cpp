@@ -237,3 +237,16 @@ TEST_CASE("writers use the lowest minor version that expresses the file, and rou
   REQUIRE_FALSE(refused);
   CHECK(refused.error().message() == "metadata key 'Config.Bad Key' is not 1-255 bytes of [a-z0-9._]");
 }
+
+TEST_CASE_FIXTURE(Fixture, "strings and table names must be UTF-8 (FORMAT.md 4 and 5)") {
+  expect_error(with_records({record("model.family", 4, {'g', 0xff, 't'})}), "key 'model.family': string value is not valid UTF-8");
+  expect_error(with_records({record("vendor.note", 4, {0xc0, 0x80})}), "not valid UTF-8");  // overlong NUL
+  std::vector<float> tok(4 * 2, 1.0f);
+  const TableData table{{"tok\xff", Role::kToken, DType::kF32, 4, 2}, std::as_bytes(std::span(tok))};
+  const Status refused = write_table_file(dir.file("bad-name.embt"), {&table, 1}, {});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("name is not valid UTF-8") != std::string::npos);
+  CHECK(is_valid_utf8("caf\xc3\xa9 \xf0\x9f\x98\x80"));
+  CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));  // a surrogate
+  CHECK(to_valid_utf8("a\xff" "b\xc3\xa9") == "a\xef\xbf\xbd" "b\xc3\xa9");
+}

@@ -47,6 +47,11 @@ std::optional<DType> parse_dtype(std::string_view name) noexcept;
 std::optional<Role> parse_role(std::string_view name) noexcept;
 std::optional<PositionKind> parse_position_kind(std::string_view name) noexcept;
 
+// Table names and string metadata must be well-formed UTF-8 (FORMAT.md 4 and 5).
+bool is_valid_utf8(std::string_view text) noexcept;
+// `text` with every byte that is not part of well-formed UTF-8 replaced by U+FFFD.
+std::string to_valid_utf8(std::string_view text);
+
 // Bytes of payload in one row (FORMAT.md 4.2), and the row stride a writer uses for it.
 std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept;
 // Byte offset of an int8_rowwise row's f32 scale (its bias follows): align_up(dim, 4).

@@ -122,6 +122,16 @@ Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::spa
 }
 
 
+// A tensor name as a table name (FORMAT.md 4: 1-63 bytes of UTF-8): hostile bytes replaced,
+// and long names keep their last 63 bytes, cut at a character boundary.
+std::string table_name(const std::string& tensor) {
+  std::string name = to_valid_utf8(tensor);
+  if (name.size() <= kMaxNameBytes) return name;
+  std::size_t cut = name.size() - kMaxNameBytes;
+  while (cut < name.size() && (static_cast<unsigned char>(name[cut]) & 0xc0) == 0x80) ++cut;
+  return name.substr(cut);
+}
+
 }  // namespace
 
 Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std::string& output,
@@ -137,7 +147,7 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
     const bool norm = c.role == Role::kNormWeight || c.role == Role::kNormBias;
     const auto rows = norm ? 1 : static_cast<std::uint64_t>(t.shape[0]);
     const auto dim = c.projection ? static_cast<std::uint64_t>(c.projection->shape[0]) : static_cast<std::uint64_t>(t.shape.back());
-    specs.push_back({t.name.size() <= kMaxNameBytes ? t.name : t.name.substr(t.name.size() - kMaxNameBytes),
+    specs.push_back({table_name(t.name),
                      c.role, norm ? DType::kF32 : dtype, rows, dim});
     total_bytes += rows * static_cast<std::uint64_t>(t.shape.back()) * source_dtype_size(t.dtype);
   }
@@ -146,6 +156,11 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
     total_bytes += plan.sinusoidal_context * model_dim * 8;
   }
   Metadata metadata = plan.metadata;
+  // Provenance quotes file and tensor names from the input: kept readable, made valid UTF-8.
+  metadata.source_files = to_valid_utf8(metadata.source_files);
+  for (auto& [key, value] : metadata.extra) {
+    if (auto* text = std::get_if<std::string>(&value)) *text = to_valid_utf8(*text);
+  }
   if (plan.token_scale_rounding != ScaleRounding::kNone) {
     metadata.token_scale = applied_token_scale(plan, dtype);
     metadata.extra["recipe.token_scale"] = describe_token_scale(plan, dtype);
