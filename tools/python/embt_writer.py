@@ -14,7 +14,30 @@ import xxhash
 MAGIC = b"\x89EMB\r\n\x1a\n"
 FOOTER = b"EMBT-END"
 ROLES = {"other": 0, "token": 1, "position": 2, "segment": 3, "norm_weight": 4, "norm_bias": 5}
-DTYPES = {"f32": (1, np.float32), "f16": (2, np.float16)}
+DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "int8": 4}
+
+
+def bf16_bits(values):
+    """float32 -> bfloat16 bits, round to nearest even (FORMAT.md 4.2: the upper 16 bits)."""
+    u = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _row_bytes(dtype, array):
+    """The payload bytes of each row, [rows, row_bytes(dim)] (FORMAT.md 4.2)."""
+    if dtype == "f32":
+        return np.ascontiguousarray(array, dtype=np.float32).view(np.uint8).reshape(array.shape[0], -1)
+    if dtype == "f16":
+        return np.ascontiguousarray(array, dtype=np.float16).view(np.uint8).reshape(array.shape[0], -1)
+    if dtype == "bf16":
+        return bf16_bits(array).view(np.uint8).reshape(array.shape[0], -1)
+    codes, scale, bias = array  # int8 rowwise: codes [rows, dim] int8, scale and bias [rows] f32
+    rows, dim = codes.shape
+    out = np.zeros((rows, _align(dim, 4) + 8), dtype=np.uint8)
+    out[:, :dim] = np.ascontiguousarray(codes, dtype=np.int8).view(np.uint8)
+    out[:, _align(dim, 4):_align(dim, 4) + 4] = np.asarray(scale, dtype=np.float32).reshape(rows, 1).view(np.uint8)
+    out[:, _align(dim, 4) + 4:] = np.asarray(bias, dtype=np.float32).reshape(rows, 1).view(np.uint8)
+    return out
 
 
 def _align(x, a):
@@ -26,8 +49,12 @@ def _metadata_block(metadata):
     for key, value in metadata.items():
         if isinstance(value, str):
             kind, payload = 4, value.encode()
+        elif isinstance(value, bytes):  # raw string bytes, for testing refusals
+            kind, payload = 4, value
         elif isinstance(value, float):
             kind, payload = 3, struct.pack("<d", value)
+        elif value < 0 or key == "position.padding_id":
+            kind, payload = 2, struct.pack("<q", value)
         else:
             kind, payload = 1, struct.pack("<Q", value)
         record = struct.pack("<HBBI", len(key), kind, 0, len(payload)) + key.encode() + payload
@@ -35,18 +62,21 @@ def _metadata_block(metadata):
     return block
 
 
-def write_embt(path, tables, metadata):
-    """tables: list of (name, role, dtype, array [rows, dim]); metadata: {key: str|int|float}."""
+def write_embt(path, tables, metadata, version=(1, 0), header_size=128, entry_size=128):
+    """tables: list of (name, role, dtype, array [rows, dim]) (int8: (codes, scale, bias));
+    metadata: {key: str|bytes|int|float}. A newer minor may grow the header and directory
+    entries (FORMAT.md 8): header_size and entry_size say by how much (zero-filled)."""
     meta = _metadata_block(metadata)
-    front_end = 128 + 128 * len(tables) + len(meta)
+    front_end = header_size + entry_size * len(tables) + len(meta)
     cursor, layout = front_end, []
     for name, role, dtype, array in tables:
-        code, np_type = DTYPES[dtype]
-        rows, dim = array.shape
-        stride = _align(dim * np.dtype(np_type).itemsize, 64)
+        code = DTYPES[dtype]
+        payload = _row_bytes(dtype, array)
+        rows, width = payload.shape
+        dim = array[0].shape[1] if dtype == "int8" else array.shape[1]
+        stride = _align(width, 64)
         padded = np.zeros((rows, stride), dtype=np.uint8)
-        padded[:, : dim * np.dtype(np_type).itemsize] = (
-            np.ascontiguousarray(array, dtype=np_type).view(np.uint8).reshape(rows, -1))
+        padded[:, :width] = payload
         offset = _align(cursor, 4096)
         data = padded.tobytes()
         layout.append((name, role, code, rows, dim, stride, offset, data))
@@ -55,14 +85,16 @@ def write_embt(path, tables, metadata):
 
     directory = b""
     for name, role, code, rows, dim, stride, offset, data in layout:
-        directory += name.encode().ljust(64, b"\0")
-        directory += struct.pack("<IIQQQQQQII", ROLES[role], code, rows, dim, stride, offset,
-                                 len(data), xxhash.xxh3_64_intdigest(data), 0, 0)
-    header = MAGIC + struct.pack("<HHIQIIQQQ", 1, 0, 128, file_size, len(tables), 128, 128,
-                                 128 + len(directory), len(meta))
+        entry = (name.encode() if isinstance(name, str) else name).ljust(64, b"\0")
+        entry += struct.pack("<IIQQQQQQII", ROLES[role], code, rows, dim, stride, offset,
+                             len(data), xxhash.xxh3_64_intdigest(data), 0, 0)
+        directory += entry.ljust(entry_size, b"\0")
+    header = MAGIC + struct.pack("<HHIQIIQQQ", version[0], version[1], header_size, file_size, len(tables),
+                                 entry_size, header_size, header_size + len(directory), len(meta))
     header = header.ljust(120, b"\0")
-    checksum = xxhash.xxh3_64_intdigest(header + directory + meta)
-    front = header + struct.pack("<Q", checksum) + directory + meta
+    extension = b"\0" * (header_size - 128)
+    checksum = xxhash.xxh3_64_intdigest(header + extension + directory + meta)
+    front = header + struct.pack("<Q", checksum) + extension + directory + meta
 
     folder = os.path.dirname(os.path.abspath(path))
     fd, temporary = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".")
