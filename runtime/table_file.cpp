@@ -270,7 +270,9 @@ Result<TableFile> TableFile::open(const std::string& path, const OpenOptions& op
   if (!mapping) return std::move(mapping).error();
   auto impl = std::make_shared<Impl>(Impl{path, std::move(*mapping), {}});
   Parser parser(impl->path, impl->mapping.bytes());
-  if (Status s = parser.parse(impl->parsed); !s) return std::move(s).error();
+  if (Status s = parser.parse(impl->parsed); !s) {
+    return Error(s.error().code(), s.error().message(), {.file = path});
+  }
   return TableFile(std::move(impl));
 }
 
@@ -300,8 +302,9 @@ Status TableFile::verify_table(const TableView& t) const {
   const std::uint64_t computed = detail::checksum(t.bytes);
   if (computed != t.checksum) {
     return Error(ErrorCode::kChecksumMismatch,
-                 "'" + impl_->path + "': table '" + t.name + "': data checksum is " +
-                     hex64(computed) + ", the directory says " + hex64(t.checksum));
+                 "'" + impl_->path + "': table '" + t.name + "': data checksum is " + hex64(computed) +
+                     ", the directory says " + hex64(t.checksum),
+                 {.file = impl_->path, .offset = t.offset, .tensor = t.name, .field = "data_checksum"});
   }
   return {};
 }
@@ -315,9 +318,10 @@ Status TableFile::verify() const {
   for (const TableView& t : impl_->parsed.tables) {
     for (std::uint64_t i = cursor; i < t.offset; ++i) {
       if (file[i] != std::byte{0}) {
-        return Error(ErrorCode::kMalformed, "'" + impl_->path + "': padding byte at offset " +
-                                                std::to_string(i) + " before table '" + t.name +
-                                                "' is not zero");
+        return Error(ErrorCode::kMalformed,
+                     "'" + impl_->path + "': padding byte at offset " + std::to_string(i) + " before table '" +
+                         t.name + "' is not zero",
+                     {.file = impl_->path, .offset = i, .tensor = t.name});
       }
     }
     if (Status s = verify_table(t); !s) return s;

@@ -250,3 +250,10 @@ TEST_CASE_FIXTURE(Fixture, "strings and table names must be UTF-8 (FORMAT.md 4 a
   CHECK_FALSE(is_valid_utf8("\xed\xa0\x80"));  // a surrogate
   CHECK(to_valid_utf8("a\xff" "b\xc3\xa9") == "a\xef\xbf\xbd" "b\xc3\xa9");
 }
+
+TEST_CASE_FIXTURE(Fixture, "reader errors name the file in their context") {
+  RawFile raw = with_records({record("position.kind", 4, text("rotary"))});
+  auto file = open(raw);
+  REQUIRE_FALSE(file);
+  CHECK(file.error().context().file.find(".embt") != std::string::npos);
+}
