@@ -104,10 +104,13 @@ Status Parser::parse(ParsedFile& out) {
   out.version_major = load_le<std::uint16_t>(h + hdr::kVersionMajor);
   out.version_minor = load_le<std::uint16_t>(h + hdr::kVersionMinor);
   if (out.version_major != kFormatVersionMajor) {
+    // FORMAT.md 8: another major is refused, naming the file's version and the reader's.
     return fail(ErrorCode::kUnsupportedVersion,
-                "version_major is " + std::to_string(out.version_major) + "." +
-                    std::to_string(out.version_minor) + ", this reader implements version " +
-                    std::to_string(kFormatVersionMajor) + ".x");
+                "version_major is " + std::to_string(out.version_major) + " (file version " +
+                    std::to_string(out.version_major) + "." + std::to_string(out.version_minor) +
+                    "), this reader implements version " + std::to_string(kFormatVersionMajor) + "." +
+                    std::to_string(kFormatVersionMinor) + " and reads only " +
+                    std::to_string(kFormatVersionMajor) + ".x files");
   }
   const auto file_size = load_le<std::uint64_t>(h + hdr::kFileSize);
   if (file_size != size) {
@@ -207,7 +210,10 @@ Status Parser::parse_entry(std::size_t index, const std::byte* e, std::uint64_t&
     if (name[i] != '\0') return malformed(where + ": name has bytes after its NUL terminator");
   }
   t.name.assign(name, name_length);
-  if (!detail::valid_utf8(t.name)) return malformed(where + ": name is not valid UTF-8");
+  if (!detail::valid_utf8(t.name)) {
+    return malformed(where + ": name is not valid UTF-8 (bytes [" +
+                     hex_bytes(reinterpret_cast<const std::byte*>(name), name_length) + "])");
+  }
   const std::string named = where + " ('" + t.name + "')";
 
   const auto role = load_le<std::uint32_t>(e + ent::kRole);
@@ -309,6 +315,33 @@ Status TableFile::verify_table(const TableView& t) const {
   return {};
 }
 
+// FORMAT.md 4 and 4.2: the bytes of a row past row_bytes, and the bytes of an int8_rowwise row
+// between its dim codes and its scale, are zero. The data checksum covers them, so this only
+// catches a writer that breaks the rule (a reader that computes must never depend on them).
+namespace {
+Status verify_row_padding(const std::string& path, const TableView& t) {
+  const std::uint64_t used = row_bytes(t.dtype, t.dim);
+  const std::uint64_t codes_end = t.dtype == DType::kInt8Rowwise ? t.dim : used;
+  const std::uint64_t params = t.dtype == DType::kInt8Rowwise ? int8_params_offset(t.dim) : used;
+  for (std::uint64_t r = 0; r < t.rows; ++r) {
+    const std::byte* row = t.bytes.data() + r * t.row_stride;
+    for (auto [from, to] : {std::pair{codes_end, params}, std::pair{used, t.row_stride}}) {
+      for (std::uint64_t i = from; i < to; ++i) {
+        if (row[i] != std::byte{0}) {
+          const std::uint64_t at = t.offset + r * t.row_stride + i;
+          return Error(ErrorCode::kMalformed,
+                       "'" + path + "': table '" + t.name + "': row " + std::to_string(r) +
+                           " padding byte " + std::to_string(i) + " (file offset " + std::to_string(at) +
+                           ") is not zero",
+                       {.file = path, .offset = at, .tensor = t.name, .field = "row_stride"});
+        }
+      }
+    }
+  }
+  return {};
+}
+}  // namespace
+
 Status TableFile::verify() const {
   // Padding between regions is not covered by any checksum: check that it is zero.
   const auto file = impl_->mapping.bytes();
@@ -325,6 +358,7 @@ Status TableFile::verify() const {
       }
     }
     if (Status s = verify_table(t); !s) return s;
+    if (Status s = verify_row_padding(impl_->path, t); !s) return s;
     cursor = t.offset + t.bytes.size();
   }
   return {};

@@ -44,10 +44,24 @@ def _align(x, a):
     return (x + a - 1) // a * a
 
 
-def _metadata_block(metadata):
+TYPES = {"u64": 1, "i64": 2, "f64": 3, "string": 4}
+KEYS_1_1 = ("token.scale", "position.padding_id")  # FORMAT.md 3: a file using one is version 1.1
+
+
+def _metadata_block(metadata, trailing_zeros=0):
+    """FORMAT.md 5. A value is a str, bytes (raw string bytes, for testing refusals), a float (f64),
+    an int (u64, or i64 when negative or for position.padding_id), or a (type, value) pair that
+    names the type: ("i64", 3), ("f64", 2.0), ("u64", 1), ("string", "x" or b"raw").
+    trailing_zeros: zero bytes after the last record (a zero record header ends the block)."""
     block = b""
     for key, value in metadata.items():
-        if isinstance(value, str):
+        if isinstance(value, tuple):
+            name, value = value
+            kind = TYPES[name]
+            payload = {1: lambda v: struct.pack("<Q", v), 2: lambda v: struct.pack("<q", v),
+                       3: lambda v: struct.pack("<d", v),
+                       4: lambda v: v if isinstance(v, bytes) else v.encode()}[kind](value)
+        elif isinstance(value, str):
             kind, payload = 4, value.encode()
         elif isinstance(value, bytes):  # raw string bytes, for testing refusals
             kind, payload = 4, value
@@ -59,40 +73,52 @@ def _metadata_block(metadata):
             kind, payload = 1, struct.pack("<Q", value)
         record = struct.pack("<HBBI", len(key), kind, 0, len(payload)) + key.encode() + payload
         block += record + b"\0" * (_align(len(record), 8) - len(record))
-    return block
+    assert trailing_zeros % 8 == 0
+    return block + b"\0" * trailing_zeros
 
 
-def write_embt(path, tables, metadata, version=(1, 0), header_size=128, entry_size=128):
-    """tables: list of (name, role, dtype, array [rows, dim]) (int8: (codes, scale, bias));
-    metadata: {key: str|bytes|int|float}. A newer minor may grow the header and directory
-    entries (FORMAT.md 8): header_size and entry_size say by how much (zero-filled)."""
-    meta = _metadata_block(metadata)
+def write_embt(path, tables, metadata, version=None, header_size=128, entry_size=128, extension_byte=0,
+               reserved=b"", metadata_trailing_zeros=0):
+    """tables: list of (name, role, dtype, array [rows, dim]) (int8: (codes, scale, bias)), with an
+    optional fifth element {"flags": u32, "row_fill": byte}; a role is a name or a number (6 and up
+    are reserved for newer minors); metadata: {key: value} (see _metadata_block).
+    version: (major, minor); by default the lowest that expresses the file (FORMAT.md 3, 8).
+    A newer minor may grow the header and directory entries and use reserved bytes (FORMAT.md 8):
+    header_size and entry_size say by how much, extension_byte fills the added bytes, reserved
+    goes into the header's reserved bytes [56, 120); a 1.x reader ignores all of them."""
+    if version is None:
+        version = (1, 1 if any(key in metadata for key in KEYS_1_1) else 0)
+    assert header_size >= 128 and header_size % 8 == 0 and entry_size >= 128 and entry_size % 8 == 0
+    assert len(reserved) <= 64
+    meta = _metadata_block(metadata, metadata_trailing_zeros)
     front_end = header_size + entry_size * len(tables) + len(meta)
     cursor, layout = front_end, []
-    for name, role, dtype, array in tables:
+    for name, role, dtype, array, *extra in tables:
+        options = extra[0] if extra else {}
         code = DTYPES[dtype]
         payload = _row_bytes(dtype, array)
         rows, width = payload.shape
         dim = array[0].shape[1] if dtype == "int8" else array.shape[1]
         stride = _align(width, 64)
-        padded = np.zeros((rows, stride), dtype=np.uint8)
+        padded = np.full((rows, stride), options.get("row_fill", 0), dtype=np.uint8)
         padded[:, :width] = payload
         offset = _align(cursor, 4096)
         data = padded.tobytes()
-        layout.append((name, role, code, rows, dim, stride, offset, data))
+        role_code = ROLES[role] if isinstance(role, str) else role
+        layout.append((name, role_code, code, rows, dim, stride, offset, data, options.get("flags", 0)))
         cursor = offset + len(data)
     file_size = cursor + len(FOOTER)
 
     directory = b""
-    for name, role, code, rows, dim, stride, offset, data in layout:
+    for name, role_code, code, rows, dim, stride, offset, data, flags in layout:
         entry = (name.encode() if isinstance(name, str) else name).ljust(64, b"\0")
-        entry += struct.pack("<IIQQQQQQII", ROLES[role], code, rows, dim, stride, offset,
-                             len(data), xxhash.xxh3_64_intdigest(data), 0, 0)
-        directory += entry.ljust(entry_size, b"\0")
+        entry += struct.pack("<IIQQQQQQII", role_code, code, rows, dim, stride, offset,
+                             len(data), xxhash.xxh3_64_intdigest(data), flags, 0)
+        directory += entry.ljust(entry_size, bytes([extension_byte]))
     header = MAGIC + struct.pack("<HHIQIIQQQ", version[0], version[1], header_size, file_size, len(tables),
                                  entry_size, header_size, header_size + len(directory), len(meta))
-    header = header.ljust(120, b"\0")
-    extension = b"\0" * (header_size - 128)
+    header = (header + reserved).ljust(120, b"\0")
+    extension = bytes([extension_byte]) * (header_size - 128)
     checksum = xxhash.xxh3_64_intdigest(header + extension + directory + meta)
     front = header + struct.pack("<Q", checksum) + extension + directory + meta
 
@@ -101,7 +127,7 @@ def write_embt(path, tables, metadata, version=(1, 0), header_size=128, entry_si
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(front)
-            for _, _, _, _, _, _, offset, data in layout:
+            for _, _, _, _, _, _, offset, data, _ in layout:
                 out.write(b"\0" * (offset - out.tell()))
                 out.write(data)
             out.write(FOOTER)
