@@ -569,7 +569,8 @@ double applied_token_scale(const ModelPlan& plan, DType dtype) {
 
 std::string describe_token_scale(const ModelPlan& plan, DType dtype) {
   const double applied = applied_token_scale(plan, dtype);
-  return "sqrt(" + format_number(plan.exact_token_scale * plan.exact_token_scale) + ") = " +
+  // The scale is sqrt of an integer width: print the width, not its float round trip.
+  return "sqrt(" + format_number(std::round(plan.exact_token_scale * plan.exact_token_scale)) + ") = " +
          format_number(plan.exact_token_scale) + ", applied as " + format_number(applied);
 }
 

@@ -1,9 +1,20 @@
-"""Writes the .embt conformance vectors (tests/format/vectors/) and their manifest.
+"""Writes the .embt conformance vectors (tests/format/vectors/) and their manifest vectors.json.
 
 Every file comes from tools/python/embt_writer.py, a writer built from docs/FORMAT.md alone,
-never from the C++ code, and every expected row is computed here with numpy from FORMAT.md
-section 7 (float32 arithmetic in the document's order). A third party can implement the format
+never from the C++ code (a few refusals are a valid file with one field edited afterwards and the
+header checksum recomputed, as FORMAT.md 3 defines it). Every expected row is computed here with
+numpy from FORMAT.md section 7 (float32 arithmetic in the document's order), and every expected
+metadata value from the defaults of FORMAT.md section 5. A third party can implement the format
 from FORMAT.md and check itself against these files and vectors.json.
+
+Manifest entries:
+  valid true:  "format", "metadata" (every key as a reader sees it: defaults filled in, unknown keys
+               kept), "tables" (name, role, dtype as the tools spell it, shape) and "runs" (ids,
+               start, segments, expected float32 rows as little-endian hex; "tolerance" says
+               bit-exact, or 1e-5 relative where LayerNorm is involved).
+  valid false: "refused_by" is "open" (any reader refuses the file: sections 2-6), "verify" (the
+               file opens; reading every table finds the fault) or "embed" (a well-formed file
+               that section 7's computation refuses); "error_contains" names the field.
 
 usage: /usr/bin/python3 tests/format/make_vectors.py     (deterministic; rewrites the folder)
 """
@@ -12,8 +23,10 @@ import os
 import shutil
 import struct
 import sys
+import tempfile
 
 import numpy as np
+import xxhash
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
@@ -23,6 +36,13 @@ OUT = os.path.join(HERE, "vectors")
 rng = np.random.default_rng(2026)
 f32 = np.float32
 manifest = []
+
+# FORMAT.md 5: the keys every reader knows, with their defaults (position.padding_id: absent).
+DEFAULTS = {"model.family": "custom", "source.files": "", "source.dtype": "", "context_length": 0,
+            "position.offset": 0, "position.kind": "none", "token.scale": 1.0, "output.scale": 1.0,
+            "norm.epsilon": 1e-5}
+DTYPE_NAMES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "int8": "int8"}  # as the tools spell them
+ROLE_NAMES = {0: "other", 1: "token", 2: "position", 3: "segment", 4: "norm_weight", 5: "norm_bias"}
 
 
 def table(rows, dim):
@@ -46,11 +66,13 @@ def section7(tables, meta, ids, start, segments=None):
     tok = tables["token"]
     offset = meta.get("position.offset", 0)
     pad = meta.get("position.padding_id", -1)
+    token_scale = f32(meta.get("token.scale", 1.0))
+    output_scale = f32(meta.get("output.scale", 1.0))
     rows, nonpad = [], 0
     for t, i in enumerate(ids):
         x = tok[i].copy()
-        if meta.get("token.scale", 1.0) != 1.0:
-            x = x * f32(meta["token.scale"])
+        if token_scale != 1:
+            x = x * token_scale
         if "segment" in tables:
             x = x + tables["segment"][segments[t] if segments else 0]
         if "position" in tables:
@@ -60,8 +82,8 @@ def section7(tables, meta, ids, start, segments=None):
             else:
                 row = start + t + offset
             x = x + tables["position"][row]
-        if meta.get("output.scale", 1.0) != 1.0:
-            x = x * f32(meta["output.scale"])
+        if output_scale != 1:
+            x = x * output_scale
         if "norm_weight" in tables:
             d = x.astype(np.float64)
             mean = d.mean()
@@ -69,22 +91,44 @@ def section7(tables, meta, ids, start, segments=None):
             y = (d - mean) / np.sqrt(var + meta.get("norm.epsilon", 1e-5)) * tables["norm_weight"][0]
             y = y + (tables["norm_bias"][0] if "norm_bias" in tables else 0)
             x = y.astype(f32)
+        assert x.dtype == f32
         rows.append(x)
     return np.stack(rows)
 
 
-def valid(name, described, specs, meta, queries, norm=False, **options):
-    """specs: [(table name, role, dtype, array)]; queries: [(ids, start, segments)]."""
+def plain(value):
+    """A metadata value as a JSON reader shows it."""
+    return value[1] if isinstance(value, tuple) else value
+
+
+def expected_metadata(meta):
+    out = dict(DEFAULTS)
+    out.update({key: plain(value) for key, value in meta.items()})
+    return out
+
+
+def valid(name, described, specs, meta, queries, norm=False, version=None, **options):
+    """specs: [(table name, role, dtype, array[, options])]; queries: [(ids, start, segments)]."""
     path = os.path.join(OUT, name + ".embt")
-    write_embt(path, specs, meta, **options)
-    decoded = {role: decode(dtype, array) for _, role, dtype, array in specs}
+    write_embt(path, specs, meta, version=version, **options)
+    decoded = {role: decode(dtype, array) for _, role, dtype, array, *_ in specs if isinstance(role, str)}
     runs = []
     for ids, start, segments in queries:
-        want = section7(decoded, meta, ids, start, segments)
+        want = section7(decoded, {k: plain(v) for k, v in meta.items()}, ids, start, segments)
         runs.append({"ids": ids, "start": start, "segments": segments,
                      "expected_f32_hex": want.astype(f32).tobytes().hex()})
+    tables = []
+    for spec in specs:
+        tname, role, dtype, array = spec[:4]
+        shape = list(array[0].shape if dtype == "int8" else array.shape)
+        tables.append({"name": tname, "role": role if isinstance(role, str) else ROLE_NAMES.get(role, "other"),
+                       "dtype": DTYPE_NAMES[dtype], "shape": shape})
+    if version is None:
+        version = (1, 1 if "token.scale" in meta or "position.padding_id" in meta else 0)
     manifest.append({"file": name + ".embt", "valid": True, "describes": described,
-                     "tolerance": "1e-5 relative (LayerNorm)" if norm else "bit-exact", "runs": runs})
+                     "format": f"{version[0]}.{version[1]}", "metadata": expected_metadata(meta),
+                     "tables": tables, "tolerance": "1e-5 relative (LayerNorm)" if norm else "bit-exact",
+                     "runs": runs})
 
 
 def invalid(name, described, raw, error, step="open"):
@@ -94,78 +138,138 @@ def invalid(name, described, raw, error, step="open"):
                      "error_contains": error})
 
 
-def base_bytes():
-    path = os.path.join(OUT, "f32_learned.embt")
-    return bytearray(open(path, "rb").read())
+def written(specs, meta, **options):
+    """The bytes embt_writer.py writes (for the refusals made by editing a valid file)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "x.embt")
+        write_embt(path, specs, meta, **options)
+        return bytearray(open(path, "rb").read())
+
+
+def invalid_written(name, described, specs, meta, error, step="open", **options):
+    invalid(name, described, bytes(written(specs, meta, **options)), error, step)
 
 
 def reseal(raw):
     """Recomputes the header checksum (FORMAT.md 3) after an edit of the front matter."""
-    import xxhash
-    header_size, count, entry = struct.unpack_from("<I", raw, 12)[0], *struct.unpack_from("<II", raw, 24)
     meta_offset, meta_size = struct.unpack_from("<QQ", raw, 40)
     front_end = meta_offset + meta_size
     struct.pack_into("<Q", raw, 120, xxhash.xxh3_64_intdigest(bytes(raw[:120]) + bytes(raw[128:front_end])))
-    return raw
+    return bytes(raw)
 
 
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     tok, pos = table(11, 5), table(9, 5)
+
+    # ---- valid files: sections 2-7 ----
     learned = {"model.family": "gpt2", "position.kind": "learned", "context_length": 9}
-    valid("f32_learned", "f32 token + learned position tables (GPT-2's computation)",
+    valid("f32_learned", "f32 token + learned position tables (GPT-2's computation), format 1.0",
           [("tok", "token", "f32", tok), ("pos", "position", "f32", pos)], learned,
           [([3, 0, 10, 7], 0, None), ([1, 2], 7, None)])
-    for dtype in ("f16", "bf16"):
-        valid(f"{dtype}_learned", f"{dtype} token and position tables, decoded exactly to f32 then added",
-              [("tok", "token", dtype, tok), ("pos", "position", dtype, pos)], learned, [([3, 0, 10, 7], 2, None)])
+    valid("f16_offset_scale",
+          "f16 token and position tables (decoded exactly to f32, then added), position.offset 2 (OPT: row "
+          "start + t + 2), position.kind sinusoidal (a stored table like any other), output.scale 0.75 after the sum",
+          [("wte", "token", "f16", tok), ("wpe", "position", "f16", pos)],
+          {"model.family": "opt", "position.kind": "sinusoidal", "position.offset": 2, "context_length": 7,
+           "output.scale": 0.75, "source.dtype": "float16", "source.files": "a.safetensors\nb.safetensors"},
+          [([3, 0, 10, 7], 2, None), ([9], 6, None)])
+    valid("bf16_token", "a bf16 token table alone (upper 16 bits of binary32, rounded to nearest even)",
+          [("tok", "token", "bf16", tok)], {"model.family": "transformer"}, [([10, 0, 3], 0, None)])
     codes = rng.integers(-128, 128, size=(11, 7)).astype(np.int8)
+    codes[0, :2] = (-128, 127)
     scale, bias = (rng.random(11) * 0.1).astype(f32), rng.standard_normal(11).astype(f32)
-    valid("int8_rowwise", "int8_rowwise token table, dim 7 (codes padded to 8, then scale and bias)",
+    valid("int8_rowwise", "int8_rowwise token table, dim 7 (codes padded to 8 bytes, then f32 scale and bias); "
+          "no metadata at all: every key takes its default",
           [("tok", "token", "int8", (codes, scale, bias))], {}, [([0, 10, 5, 5], 0, None)])
-    bert = {"model.family": "bert", "position.kind": "learned", "context_length": 9, "norm.epsilon": 1e-12}
-    valid("bert_layernorm", "token + segment + position, then LayerNorm with weight and bias",
+    bert = {"model.family": "bert", "position.kind": "learned", "context_length": 9, "norm.epsilon": 1e-12,
+            "config.pad_token_id": 0, "config.layer_norm_eps": 1e-12, "config.model_type": "bert"}
+    valid("bert_layernorm", "token + segment (token types) + position, then LayerNorm with f32 weight and bias; "
+          "provenance keys (config.*) kept with their types",
           [("tok", "token", "f32", tok), ("seg", "segment", "f32", table(2, 5)), ("pos", "position", "f32", pos),
            ("w", "norm_weight", "f32", table(1, 5)), ("b", "norm_bias", "f32", table(1, 5))],
-          bert, [([3, 1, 4, 1], 0, [0, 1, 1, 0])], norm=True)
-    valid("opt_offset", "position.offset 2: row start + t + 2",
+          bert, [([3, 1, 4, 1], 0, [0, 1, 1, 0]), ([2, 2], 5, None)], norm=True)
+    valid("norm_weight_only", "LayerNorm with a norm_weight table and no norm_bias (bias 0), norm.epsilon 1e-3",
+          [("tok", "token", "f32", tok), ("gamma", "norm_weight", "f32", table(1, 5))],
+          {"norm.epsilon": 1e-3}, [([4, 0, 4], 0, None)], norm=True)
+    valid("v1_1_padding_scale", "format 1.1: token.scale before the additions and padding-aware positions "
+          "(position.padding_id 1, position.offset 2: pads take row 1, others 2 + start + non-pads before)",
           [("tok", "token", "f32", tok), ("pos", "position", "f32", pos)],
-          {"position.kind": "learned", "position.offset": 2, "context_length": 7}, [([5, 6, 7], 4, None)])
-    valid("v1_1_padding_scale", "format 1.1: token.scale before the additions and padding-aware positions",
-          [("tok", "token", "f32", tok), ("pos", "position", "f32", pos)],
-          {"position.kind": "learned", "position.offset": 2, "context_length": 7, "token.scale": 2.5,
-           "position.padding_id": 1}, [([4, 1, 5, 6, 1, 1], 0, None), ([1, 9, 8], 3, None)], version=(1, 1))
-    valid("newer_minor_larger_header", "a newer minor (1.7): 256-byte header, 192-byte entries, unknown keys",
-          [("tok", "token", "f32", tok)], {"vendor.note": "kept, not used", "vendor.count": 3},
-          [([2, 8], 0, None)], version=(1, 7), header_size=256, entry_size=192)
+          {"model.family": "roberta", "position.kind": "learned", "position.offset": 2, "context_length": 7,
+           "token.scale": 2.5, "position.padding_id": 1}, [([4, 1, 5, 6, 1, 1], 0, None), ([1, 9, 8], 3, None)])
+    valid("newer_minor_1_7", "a newer minor (1.7): 256-byte header and 192-byte directory entries whose extra "
+          "bytes are 0xAB, non-zero reserved header bytes and entry flags, a table with unknown role 9 (read as "
+          "other), unknown keys of every type (kept, not used), zero bytes after the last metadata record",
+          [("tok", "token", "f32", tok, {"flags": 5}), ("future", 9, "f32", table(3, 5), {"flags": 1})],
+          {"vendor.note": "kept, not used", "vendor.count": ("u64", 3), "vendor.delta": ("i64", -7),
+           "vendor.ratio": ("f64", 0.1), "vendor.utf8": "h\u00e9llo \u2713"},
+          [([2, 8], 0, None)], version=(1, 7), header_size=256, entry_size=192, extension_byte=0xAB,
+          reserved=bytes(range(1, 65)), metadata_trailing_zeros=16)
 
-    good = base_bytes()
-    raw = bytearray(good)
+    # ---- well-formed files that the computation (section 7) refuses: verify passes, embed fails ----
+    invalid_written("no_tables", "a valid file with no table (the footer follows the metadata): opens and "
+                    "verifies, but embedding needs a token table", [], {"source.files": "x"},
+                    "no table has the role 'token'", step="embed")
+    invalid_written("position_kind_absent", "a position table but no position.kind key: the default is none",
+                    [("tok", "token", "f32", tok), ("pos", "position", "f32", pos)], {"context_length": 9},
+                    "position.kind is 'none' but the file has position table", step="embed")
+    invalid_written("norm_weight_f16", "a norm_weight table in f16 (the norm tables must be one f32 row)",
+                    [("tok", "token", "f32", tok), ("w", "norm_weight", "f16", table(1, 5))], {},
+                    "must be one f32 row", step="embed")
+    invalid_written("padding_id_offset_0", "format 1.1 position.padding_id with position.offset 0",
+                    [("tok", "token", "f32", tok), ("pos", "position", "f32", pos)],
+                    {"position.kind": "learned", "position.padding_id": 1},
+                    "position.padding_id 1 needs a position table and a position.offset of at least 1", step="embed")
+
+    # ---- refusals of sections 2-6, each a valid file with one fault ----
+    empty = written([], {"model.family": "custom", "source.files": "model.safetensors", "context_length": 0})
+    raw = bytearray(empty)
     struct.pack_into("<H", raw, 8, 2)
-    invalid("major_2", "version_major 2", bytes(reseal(raw)), "version_major is 2")
-    raw = bytearray(good)
-    raw[60] ^= 1  # a reserved header byte: covered by the checksum
-    invalid("header_checksum", "a header byte changed without resealing", bytes(raw), "checksum")
-    raw = bytearray(good)
-    raw[-9] ^= 0xFF  # last byte of the last table's padding region, before the footer
-    invalid("table_checksum", "a table byte changed: found by verify", bytes(raw), "checksum", step="verify")
-    raw = bytearray(good)
+    invalid("major_2", "version_major 2 (header checksum recomputed): refused, naming both versions",
+            reseal(raw), "version_major is 2 (file version 2.0), this reader implements version 1.")
+    raw = bytearray(empty)
+    raw[60] ^= 1  # a reserved header byte: ignored, but covered by the checksum
+    invalid("header_checksum", "a reserved header byte changed without recomputing the checksum", bytes(raw),
+            "header_checksum")
+    raw = bytearray(empty)
     raw[-8:] = b"EMBT-ENX"
     invalid("bad_footer", "the footer is not EMBT-END", bytes(raw), "footer")
-    invalid("truncated", "the file cut 100 bytes short", bytes(good[:-100]), "file_size")
+    invalid("truncated", "the file cut 16 bytes short", bytes(empty[:-16]), "file_size")
+    invalid_written("metadata_string_not_utf8", "a string metadata value that is not UTF-8", [],
+                    {"model.family": b"g\xffpt"}, "key 'model.family': string value is not valid UTF-8")
+    invalid_written("metadata_wrong_type", "a known key with another type (context_length as a string)", [],
+                    {"context_length": "9"}, "'context_length' has type string, expected u64")
+    invalid_written("position_kind_unknown", "position.kind with a value other than learned, sinusoidal, none",
+                    [], {"position.kind": "rotary"}, "position.kind is 'rotary'")
+    invalid_written("padding_id_negative", "position.padding_id present and negative", [],
+                    {"position.padding_id": ("i64", -1)}, "position.padding_id is negative")
+
+    one = [("tok", "token", "f32", tok)]
+    good = written(one, {})
     raw = bytearray(good)
-    struct.pack_into("<Q", raw, 128 + 96, 4096 + 64)  # table 0 offset: not a multiple of 4096
-    invalid("misaligned_offset", "a table offset not a multiple of 4096", bytes(reseal(raw)), "offset")
+    raw[4096] ^= 0x40  # a bit of row 0's first value
+    invalid("table_checksum", "a table byte changed: the file opens, verify finds it", bytes(raw),
+            "data checksum", step="verify")
+    invalid_written("row_padding_not_zero", "the bytes of each row past row_bytes are 0xFF (checksum matches)",
+                    [("tok", "token", "f32", tok, {"row_fill": 0xFF})], {}, "padding byte", step="verify")
     raw = bytearray(good)
-    raw[128] = 0xFF  # first byte of table 0's name: invalid UTF-8
-    invalid("name_not_utf8", "a table name that is not UTF-8", bytes(reseal(raw)), "UTF-8")
-    path = os.path.join(OUT, "bad_metadata_string.embt")
-    write_embt(path, [("tok", "token", "f32", tok)], {"model.family": b"g\xffpt"})
-    manifest.append({"file": "bad_metadata_string.embt", "valid": False, "refused_by": "open",
-                     "describes": "a string metadata value that is not UTF-8", "error_contains": "not valid UTF-8"})
+    struct.pack_into("<Q", raw, 128 + 96, 4096 + 64)
+    invalid("misaligned_offset", "a table offset not a multiple of 4096", reseal(raw), "is not a multiple of 4096")
+    raw = bytearray(good)
+    struct.pack_into("<I", raw, 128 + 68, 5)
+    invalid("unknown_dtype", "dtype 5 (reserved): refused", reseal(raw), "unknown dtype 5")
+    invalid_written("name_not_utf8", "a table name that is not UTF-8", [(b"t\xffk", "token", "f32", tok)], {},
+                    "name is not valid UTF-8")
+    invalid_written("name_after_nul", "a table name with bytes after its NUL terminator",
+                    [(b"tok\0x", "token", "f32", tok)], {}, "name has bytes after its NUL terminator")
+    raw = written([("tok", "token", "f32", tok), ("pos", "position", "f32", pos)], learned)
+    struct.pack_into("<Q", raw, 128 + 128 + 96, 4096)
+    invalid("overlapping_tables", "the second table's offset is the first table's", reseal(raw),
+            "offset is 4096, expected 8192 (overlaps the previous region)")
+
     with open(os.path.join(HERE, "vectors.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
+        json.dump(manifest, f, indent=1, ensure_ascii=False)
         f.write("\n")
     print(f"{len(manifest)} vectors in {OUT}")
 
