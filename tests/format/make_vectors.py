@@ -231,11 +231,11 @@ def main():
     raw = bytearray(empty)
     raw[60] ^= 1  # a reserved header byte: ignored, but covered by the checksum
     invalid("header_checksum", "a reserved header byte changed without recomputing the checksum", bytes(raw),
-            "header_checksum")
+            "header_checksum is")
     raw = bytearray(empty)
     raw[-8:] = b"EMBT-ENX"
-    invalid("bad_footer", "the footer is not EMBT-END", bytes(raw), "footer")
-    invalid("truncated", "the file cut 16 bytes short", bytes(empty[:-16]), "file_size")
+    invalid("bad_footer", "the footer is not EMBT-END", bytes(raw), "footer is [")
+    invalid("truncated", "the file cut 16 bytes short", bytes(empty[:-16]), "file_size field is")
     invalid_written("metadata_string_not_utf8", "a string metadata value that is not UTF-8", [],
                     {"model.family": b"g\xffpt"}, "key 'model.family': string value is not valid UTF-8")
     invalid_written("metadata_wrong_type", "a known key with another type (context_length as a string)", [],
@@ -250,15 +250,15 @@ def main():
     raw = bytearray(good)
     raw[4096] ^= 0x40  # a bit of row 0's first value
     invalid("table_checksum", "a table byte changed: the file opens, verify finds it", bytes(raw),
-            "data checksum", step="verify")
+            "table 'tok': data checksum", step="verify")
     invalid_written("row_padding_not_zero", "the bytes of each row past row_bytes are 0xFF (checksum matches)",
-                    [("tok", "token", "f32", tok, {"row_fill": 0xFF})], {}, "padding byte", step="verify")
+                    [("tok", "token", "f32", tok, {"row_fill": 0xFF})], {}, "table 'tok': row 0 padding byte", step="verify")
     raw = bytearray(good)
     struct.pack_into("<Q", raw, 128 + 96, 4096 + 64)
-    invalid("misaligned_offset", "a table offset not a multiple of 4096", reseal(raw), "is not a multiple of 4096")
+    invalid("misaligned_offset", "a table offset not a multiple of 4096", reseal(raw), "offset 4160 is not a multiple of 4096")
     raw = bytearray(good)
     struct.pack_into("<I", raw, 128 + 68, 5)
-    invalid("unknown_dtype", "dtype 5 (reserved): refused", reseal(raw), "unknown dtype 5")
+    invalid("unknown_dtype", "dtype 5 (reserved): refused", reseal(raw), "('tok'): unknown dtype 5")
     invalid_written("name_not_utf8", "a table name that is not UTF-8", [(b"t\xffk", "token", "f32", tok)], {},
                     "name is not valid UTF-8")
     invalid_written("name_after_nul", "a table name with bytes after its NUL terminator",

@@ -71,9 +71,10 @@ def _metadata(block):
     return meta
 
 
-def read_embt(path):
+def read_embt(path, strict_writer=True):
     """Returns (version, {key: value}, [{name, role, dtype, rows, dim, row_stride, offset, values f32
-    [rows, dim]}]); raises ValueError naming the rule a file breaks."""
+    [rows, dim]}]); raises ValueError naming the rule a file breaks. strict_writer also checks what
+    a writer must write but a reader ignores (the code padding of int8_rowwise rows)."""
     raw = open(path, "rb").read()
     _need(raw[:8] == MAGIC, "magic")
     _need(len(raw) >= 128 + 8, "truncated")
@@ -128,7 +129,8 @@ def read_embt(path):
             values = (rowsb[:, :2 * dim].copy().view(np.uint16).astype(np.uint32) << 16).view(np.float32)
         else:
             tail = _align(dim, 4)
-            _need(not rowsb[:, dim:tail].any(), f"table {name}: int8 code padding is not zero")
+            if strict_writer:  # FORMAT.md 4.2: written as zero, ignored by readers
+                _need(not rowsb[:, dim:tail].any(), f"table {name}: int8 code padding is not zero")
             codes = rowsb[:, :dim].copy().view(np.int8).astype(np.float32)
             scale = rowsb[:, tail:tail + 4].copy().view(np.float32)
             bias = rowsb[:, tail + 4:tail + 8].copy().view(np.float32)
