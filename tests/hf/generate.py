@@ -1,4 +1,4 @@
-"""Builds tests/hf/cases: a tiny random model per family, saved with save_pretrained, and what the
+"""Builds tests/hf/cases: a tiny random model per family, saved as transformers saves it, and what the
 model's own forward feeds its first layer, as raw bits.
 
 Run in the environment tools/setup-hf-venv.sh makes (torch 2.x, transformers 5.x from PyPI):
@@ -6,176 +6,423 @@ Run in the environment tools/setup-hf-venv.sh makes (torch 2.x, transformers 5.x
     ./tools/setup-hf-venv.sh --run tests/hf/generate.py            # rewrite tests/hf/cases
     ./tools/setup-hf-venv.sh --run tests/hf/generate.py --check    # regenerate elsewhere, compare
 
-Each case is `cases/<name>/model/` (config.json and weights, exactly as save_pretrained wrote
-them) and `cases/<name>/expected.json`: the ids of each run, the captured tensor's dtype and
-shape, and its bytes in hex. The capture is a forward pre-hook on the first transformer layer
-(the hidden states it receives), except ALBERT and ELECTRA, whose embeddings module output is
-captured (a projection to hidden_size follows it). Decoders with a position table also record a
-KV-cache continuation: a prefix run with use_cache, then the continuation with past_key_values.
+Each case is `cases/<name>/model/` (config.json and weights, as save_pretrained wrote them) and
+`cases/<name>/expected.json`: the ids of each run, the captured tensor's dtype and shape, and its
+bytes in hex. The capture is a forward pre-hook on the first transformer layer (the hidden states
+it receives) during the model's normal forward in eval mode, except ALBERT and ELECTRA, whose
+embeddings module output is captured (a projection to hidden_size follows it).
+
+Three self-checks run for every case, so a committed expectation is known to be reproducible from
+the committed files alone:
+- `reference`: the formula stated in expected.json ("formula"), computed here from the tensors
+  read back from the written weight files (not from the live model), must give the same bits;
+- `reload`: from_pretrained(model dir) must reproduce the first run's bits;
+- `--check`: a full regeneration must give byte-identical files.
 """
 import argparse
 import filecmp
+import glob
 import json
+import math
 import os
 import shutil
 import sys
 import tempfile
 
 import torch
+import torch.nn.functional as F
 import transformers as tf
+from safetensors import safe_open
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VOCAB, HIDDEN, L = 64, 16, 7
-SMALL = dict(num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+VOCAB, L, START = 64, 7, 5
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+DTYPE_NAMES = {F32: "f32", F16: "f16", BF16: "bf16"}
+BITS = {F32: torch.int32, F16: torch.int16, BF16: torch.int16}
+TOKEN_TYPES = [[0, 0, 0, 1, 1, 1, 1], [0, 1, 0, 1, 0, 1, 0]]
+
+# Small everything: one layer, two heads, tiny MLPs.
+DEC = dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+           intermediate_size=16, max_position_embeddings=32, pad_token_id=0)
+ENC = dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+           max_position_embeddings=32, pad_token_id=1)
+# Gemma width 24: sqrt(24) = 4.898979... is not a bf16 value (bf16 rounds it to 4.90625).
+GEMMA = dict(DEC, hidden_size=24, head_dim=8)
+SEQ2SEQ = dict(vocab_size=VOCAB, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+               decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, max_position_embeddings=32)
 
 
-def llama_like(cls_config, **extra):
-    return dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_key_value_heads=1, max_position_embeddings=64,
-                pad_token_id=0, **SMALL, **extra)
+# ---------------------------------------------------------------------------------------------
+# Reference formulas, computed from the tensors as read back from the saved files.
+# w: {name: tensor}; cfg: config.json as a dict; ids [B, T]; types [B, T] or None; start: past length.
+
+def rows(t, idx):
+    return t[idx]
 
 
-def bert_like(**extra):
-    base = dict(vocab_size=VOCAB, hidden_size=HIDDEN, max_position_embeddings=40, pad_token_id=1, **SMALL)
-    base.update(extra)
-    return base
+def arange_pos(ids, start, offset=0):
+    return (torch.arange(ids.shape[1]) + start + offset).unsqueeze(0).expand(ids.shape)
 
 
-def gemma_text(**extra):
-    # hidden 24: sqrt(24) = 4.89898 is not a bf16 value (4.90625 is), so the rounding is tested.
-    return dict(vocab_size=VOCAB, hidden_size=24, num_key_value_heads=1, head_dim=8, max_position_embeddings=64,
-                pad_token_id=0, **SMALL, **extra)
+def padding_aware_pos(ids, pad, start):
+    mask = ids.ne(pad).long()
+    return (torch.cumsum(mask, 1) + start) * mask + pad
 
 
-# name: (model class, config class, config kwargs, dtype, save format, first-layer path or
-#        ("output", module path), positions decoder (records a continuation), token types)
+def layer_norm(x, w, prefix, eps):
+    bias = w.get(prefix + ".bias")
+    return F.layer_norm(x, x.shape[-1:], w[prefix + ".weight"], bias, eps)
+
+
+def ref_lookup(table):
+    return lambda w, cfg, ids, types, start: rows(w[table], ids)
+
+
+def ref_gemma(table, text_cfg=lambda c: c):
+    def f(w, cfg, ids, types, start):
+        t = w[table]
+        scale = torch.tensor(text_cfg(cfg)["hidden_size"] ** 0.5, dtype=F32).to(t.dtype)
+        return rows(t, ids) * scale
+    return f
+
+
+def ref_gpt2(w, cfg, ids, types, start):
+    return rows(w["transformer.wte.weight"], ids) + rows(w["transformer.wpe.weight"], arange_pos(ids, start))
+
+
+def ref_opt(w, cfg, ids, types, start):
+    x = rows(w["model.decoder.embed_tokens.weight"], ids)
+    if "model.decoder.project_in.weight" in w:
+        x = F.linear(x, w["model.decoder.project_in.weight"])
+    return x + rows(w["model.decoder.embed_positions.weight"], arange_pos(ids, start, 2))
+
+
+def ref_bloom(w, cfg, ids, types, start):
+    x = rows(w["transformer.word_embeddings.weight"], ids)
+    return layer_norm(x, w, "transformer.word_embeddings_layernorm", cfg["layer_norm_epsilon"])
+
+
+def ref_bert_like(prefix, positions):
+    """BERT order: (word + token_type) + position, then LayerNorm(eps = layer_norm_eps)."""
+    def f(w, cfg, ids, types, start):
+        tt = torch.zeros_like(ids) if types is None else types
+        x = rows(w[prefix + "word_embeddings.weight"], ids) + rows(w[prefix + "token_type_embeddings.weight"], tt)
+        pos = padding_aware_pos(ids, cfg["pad_token_id"], start) if positions == "padding" else arange_pos(ids, start)
+        x = x + rows(w[prefix + "position_embeddings.weight"], pos)
+        return layer_norm(x, w, prefix + "LayerNorm", cfg["layer_norm_eps"])
+    return f
+
+
+def ref_mpnet(w, cfg, ids, types, start):
+    x = rows(w["embeddings.word_embeddings.weight"], ids)
+    x = x + rows(w["embeddings.position_embeddings.weight"], padding_aware_pos(ids, 1, start))  # padding_idx is 1, fixed
+    return layer_norm(x, w, "embeddings.LayerNorm", cfg["layer_norm_eps"])
+
+
+def ref_distilbert(w, cfg, ids, types, start):
+    x = rows(w["embeddings.word_embeddings.weight"], ids) + rows(w["embeddings.position_embeddings.weight"],
+                                                                 arange_pos(ids, 0))
+    return layer_norm(x, w, "embeddings.LayerNorm", 1e-12)  # fixed, not from the config
+
+
+def ref_deberta(w, cfg, ids, types, start):
+    """DeBERTa-v2 order: (word + position) + token_type, then LayerNorm; the mask multiply is by ones."""
+    x = rows(w["embeddings.word_embeddings.weight"], ids)
+    if cfg.get("position_biased_input", True):
+        x = x + rows(w["embeddings.position_embeddings.weight"], arange_pos(ids, 0))
+    if cfg["type_vocab_size"] > 0:
+        x = x + rows(w["embeddings.token_type_embeddings.weight"], torch.zeros_like(ids) if types is None else types)
+    return layer_norm(x, w, "embeddings.LayerNorm", cfg["layer_norm_eps"])
+
+
+def ref_modernbert(w, cfg, ids, types, start):
+    return layer_norm(rows(w["embeddings.tok_embeddings.weight"], ids), w, "embeddings.norm", cfg["norm_eps"])
+
+
+def ref_bart(w, cfg, ids, types, start):
+    x = rows(w["model.shared.weight"], ids) * math.sqrt(cfg["d_model"])  # Python float: applied as f32(sqrt(d))
+    x = x + rows(w["model.encoder.embed_positions.weight"], arange_pos(ids, 0, 2))
+    return layer_norm(x, w, "model.encoder.layernorm_embedding", 1e-5)  # nn.LayerNorm default eps, no config key
+
+
+def ref_whisper(w, cfg, ids, types, start):
+    return rows(w["model.decoder.embed_tokens.weight"], ids) + rows(w["model.decoder.embed_positions.weight"],
+                                                                    arange_pos(ids, start))
+
+
+def ref_clip(w, cfg, ids, types, start):
+    return rows(w["embeddings.token_embedding.weight"], ids) + rows(w["embeddings.position_embedding.weight"],
+                                                                    arange_pos(ids, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# The cases. hook: module path of the first layer (pre-hook on its hidden_states) or ("output", path).
+# continuation: "cache" (decoder: prefix with use_cache, then past_key_values) or None.
+
+def case(cls, config, kwargs, dtype, hook, ref, formula, notes, fmt="st", continuation=None, token_types=False,
+         paddingy=False, call="plain"):
+    return dict(cls=cls, config=config, kwargs=kwargs, dtype=dtype, hook=hook, ref=ref, formula=formula, notes=notes,
+                fmt=fmt, continuation=continuation, token_types=token_types, paddingy=paddingy, call=call)
+
+
+LLAMA_NOTE = ("Lookup only: RoPE is applied inside attention, RMSNorm inside the layer. No scale, no positions "
+              "table. tie_word_embeddings false here: lm_head.weight is a separate tensor.")
 CASES = {
-    "gpt2": ("GPT2LMHeadModel", "GPT2Config", dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=1, n_head=2, n_positions=40,
-                                                   pad_token_id=0), torch.float32, "bin", "transformer.h.0", True, False),
-    "gptj": ("GPTJForCausalLM", "GPTJConfig", dict(vocab_size=VOCAB, n_embd=HIDDEN, n_layer=1, n_head=2, rotary_dim=4,
-                                                   n_positions=40, pad_token_id=0), torch.float16, "st", "transformer.h.0", False, False),
-    "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, **SMALL, max_position_embeddings=40,
-                                                             pad_token_id=0), torch.float16, "st", "gpt_neox.layers.0", False, False),
-    "opt": ("OPTForCausalLM", "OPTConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1, num_attention_heads=2,
-                                                ffn_dim=32, max_position_embeddings=40, word_embed_proj_dim=HIDDEN, pad_token_id=1),
-            torch.float16, "bin", "model.decoder.layers.0", True, False),
-    "opt_350m_like": ("OPTForCausalLM", "OPTConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1,
-                                                          num_attention_heads=2, ffn_dim=32, max_position_embeddings=40,
-                                                          word_embed_proj_dim=8, pad_token_id=1, do_layer_norm_before=False),
-                      torch.float16, "st", "model.decoder.layers.0", True, False),
-    "bloom": ("BloomForCausalLM", "BloomConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, n_layer=1, n_head=2, pad_token_id=3),
-              torch.bfloat16, "st", "transformer.h.0", False, False),
-    "falcon": ("FalconForCausalLM", "FalconConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1,
-                                                         num_attention_heads=2, pad_token_id=0), torch.bfloat16, "st",
-               "transformer.h.0", False, False),
-    "mpt": ("MptForCausalLM", "MptConfig", dict(vocab_size=VOCAB, d_model=HIDDEN, n_layers=1, n_heads=2, max_seq_len=40,
-                                                pad_token_id=0), torch.bfloat16, "st", "transformer.blocks.0", False, False),
-    "phi": ("PhiForCausalLM", "PhiConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, **SMALL, max_position_embeddings=40,
-                                                pad_token_id=0), torch.float16, "st", "model.layers.0", False, False),
-    "phi3": ("Phi3ForCausalLM", "Phi3Config", llama_like(None), torch.bfloat16, "st", "model.layers.0", False, False),
-    "llama": ("LlamaForCausalLM", "LlamaConfig", llama_like(None), torch.bfloat16, "sharded", "model.layers.0", False, False),
-    "llama_base": ("LlamaModel", "LlamaConfig", llama_like(None), torch.bfloat16, "st", "layers.0", False, False),
-    "mistral": ("MistralForCausalLM", "MistralConfig", llama_like(None), torch.bfloat16, "st", "model.layers.0", False, False),
-    "mixtral": ("MixtralForCausalLM", "MixtralConfig", llama_like(None, num_local_experts=2, num_experts_per_tok=1),
-                torch.bfloat16, "st", "model.layers.0", False, False),
-    "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", llama_like(None), torch.bfloat16, "st", "model.layers.0", False, False),
-    "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", llama_like(None, head_dim=8), torch.bfloat16, "st", "model.layers.0", False, False),
-    "gemma": ("GemmaForCausalLM", "GemmaConfig", gemma_text(), torch.bfloat16, "st", "model.layers.0", False, False),
-    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", gemma_text(), torch.bfloat16, "st", "model.layers.0", False, False),
-    "gemma3_text": ("Gemma3ForCausalLM", "Gemma3TextConfig", gemma_text(), torch.bfloat16, "st", "model.layers.0", False, False),
-    "gemma3": ("Gemma3ForConditionalGeneration", "Gemma3Config", None, torch.bfloat16, "st",
-               "model.language_model.layers.0", False, False),
-    "bert": ("BertForMaskedLM", "BertConfig", bert_like(type_vocab_size=2, pad_token_id=0), torch.float32, "bin",
-             "bert.encoder.layer.0", False, True),
-    "roberta": ("RobertaForMaskedLM", "RobertaConfig", bert_like(type_vocab_size=1), torch.float32, "st",
-                "roberta.encoder.layer.0", False, False),
-    "xlm_roberta": ("XLMRobertaModel", "XLMRobertaConfig", bert_like(type_vocab_size=2), torch.float32, "st",
-                    "encoder.layer.0", False, True),
-    "camembert": ("CamembertModel", "CamembertConfig", bert_like(type_vocab_size=1), torch.float32, "st",
-                  "encoder.layer.0", False, False),
-    "mpnet": ("MPNetModel", "MPNetConfig", bert_like(), torch.float32, "st", "encoder.layer.0", False, False),
-    "distilbert": ("DistilBertModel", "DistilBertConfig", dict(vocab_size=VOCAB, dim=HIDDEN, n_layers=1, n_heads=2,
-                                                               hidden_dim=32, max_position_embeddings=40, pad_token_id=0),
-                   torch.float32, "st", "transformer.layer.0", False, False),
-    "electra": ("ElectraModel", "ElectraConfig", bert_like(embedding_size=8, type_vocab_size=2, pad_token_id=0),
-                torch.float32, "st", ("output", "embeddings"), False, True),
-    "albert": ("AlbertModel", "AlbertConfig", bert_like(embedding_size=8, type_vocab_size=2, pad_token_id=0),
-               torch.float32, "st", ("output", "embeddings"), False, True),
-    "deberta_v2": ("DebertaV2Model", "DebertaV2Config", bert_like(position_biased_input=False, type_vocab_size=0,
-                                                                  relative_attention=True, pos_att_type=["p2c", "c2p"],
-                                                                  pad_token_id=0),
-                   torch.float32, "st", "encoder.layer.0", False, False),
-    "deberta_v2_abs": ("DebertaV2Model", "DebertaV2Config", bert_like(position_biased_input=True, type_vocab_size=2,
-                                                                      pad_token_id=0),
-                       torch.float32, "st", "encoder.layer.0", False, True),
-    "modernbert": ("ModernBertModel", "ModernBertConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1,
-                                                               num_attention_heads=2, intermediate_size=32, norm_bias=False,
-                                                               pad_token_id=0, max_position_embeddings=64),
-                   torch.float32, "st", "layers.0", False, False),
-    "modernbert_bias": ("ModernBertModel", "ModernBertConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1,
-                                                                    num_attention_heads=2, intermediate_size=32, norm_bias=True,
-                                                                    pad_token_id=0, max_position_embeddings=64),
-                        torch.float32, "st", "layers.0", False, False),
-    "t5": ("T5ForConditionalGeneration", "T5Config", dict(vocab_size=VOCAB, d_model=HIDDEN, d_kv=8, d_ff=32, num_layers=1,
-                                                          num_heads=2, pad_token_id=0, decoder_start_token_id=0),
-           torch.float32, "st", "encoder.block.0", False, False),
-    "bart": ("BartForConditionalGeneration", "BartConfig", dict(vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=1, decoder_layers=1,
-                                                                encoder_attention_heads=2, decoder_attention_heads=2,
-                                                                encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
-                                                                scale_embedding=True, pad_token_id=1),
-             torch.float32, "st", "model.encoder.layers.0", False, False),
-    "mbart": ("MBartForConditionalGeneration", "MBartConfig", dict(vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=1, decoder_layers=1,
-                                                                   encoder_attention_heads=2, decoder_attention_heads=2,
-                                                                   encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
-                                                                   scale_embedding=True, pad_token_id=1),
-              torch.float32, "st", "model.encoder.layers.0", False, False),
-    "whisper": ("WhisperForConditionalGeneration", "WhisperConfig", dict(vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=1,
-                                                                         decoder_layers=1, encoder_attention_heads=2,
-                                                                         decoder_attention_heads=2, encoder_ffn_dim=32,
-                                                                         decoder_ffn_dim=32, num_mel_bins=8, max_source_positions=16,
-                                                                         max_target_positions=40, pad_token_id=0,
-                                                                         decoder_start_token_id=1),
-                torch.float32, "st", "model.decoder.layers.0", True, False),
-    "clip": ("CLIPTextModel", "CLIPTextConfig", dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1,
-                                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=40,
-                                                     pad_token_id=0, eos_token_id=2),
-             torch.float32, "st", "encoder.layers.0", False, False),
+    "gpt2": case("GPT2LMHeadModel", "GPT2Config",
+                 dict(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, n_inner=16, n_positions=32, pad_token_id=0),
+                 F32, "transformer.h.0", ref_gpt2,
+                 "f32: transformer.wte.weight[ids] + transformer.wpe.weight[start + arange(T)]",
+                 "lm_head.weight is tied to transformer.wte.weight: pytorch_model.bin (transformers 4.x "
+                 "safe_serialization=False layout) stores both keys over one shared storage. Positions ignore pads "
+                 "(no attention_mask given). GPT2Config has no pad_token_id by default; 0 is set here.",
+                 fmt="bin", continuation="cache"),
+    "gptj": case("GPTJForCausalLM", "GPTJConfig",
+                 dict(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, n_inner=16, rotary_dim=4, n_positions=32,
+                      pad_token_id=0, tie_word_embeddings=False),
+                 F16, "transformer.h.0", ref_lookup("transformer.wte.weight"), "f16: transformer.wte.weight[ids]",
+                 "Lookup only (rotary positions live in attention). lm_head.weight and lm_head.bias are separate."),
+    "gpt_neox": case("GPTNeoXForCausalLM", "GPTNeoXConfig", dict(DEC, pad_token_id=0), F16, "gpt_neox.layers.0",
+                     ref_lookup("gpt_neox.embed_in.weight"), "f16: gpt_neox.embed_in.weight[ids]",
+                     "Lookup only (rotary). Output head is embed_out.weight (untied)."),
+    "opt": case("OPTForCausalLM", "OPTConfig",
+                dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, ffn_dim=16,
+                     max_position_embeddings=32, word_embed_proj_dim=16, pad_token_id=1),
+                F16, "model.decoder.layers.0", ref_opt,
+                "f16: model.decoder.embed_tokens.weight[ids] + model.decoder.embed_positions.weight[start + arange(T) + 2]",
+                "Position table has max_position_embeddings + 2 rows; row = position + 2. Without attention_mask "
+                "the positions are cumsum(ones) - 1 = arange (pads do not shift them; with a mask given, "
+                "left pads would). lm_head.weight tied to embed_tokens: both keys in pytorch_model.bin, one storage. "
+                "No embedding scale, no embedding LayerNorm (the first layer's self_attn_layer_norm is inside the layer).",
+                fmt="bin", continuation="cache"),
+    "opt_350m_like": case("OPTForCausalLM", "OPTConfig",
+                          dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, ffn_dim=16,
+                               max_position_embeddings=32, word_embed_proj_dim=8, pad_token_id=1,
+                               do_layer_norm_before=False),
+                          F16, "model.decoder.layers.0", ref_opt,
+                          "f16: project_in(embed_tokens.weight[ids]) + embed_positions.weight[start + arange(T) + 2], "
+                          "project_in = F.linear(x, model.decoder.project_in.weight [hidden, proj], no bias) in f16",
+                          "word_embed_proj_dim (8) != hidden_size (16): the token table is [vocab, 8], project_in "
+                          "(bias=False) maps it to 16 BEFORE the position add; positions are [34, 16]. project_out "
+                          "exists too (not on this path). lm_head tied to embed_tokens ([vocab, 8]).",
+                          continuation="cache"),
+    "bloom": case("BloomForCausalLM", "BloomConfig",
+                  dict(vocab_size=VOCAB, hidden_size=16, n_layer=1, n_head=2, pad_token_id=3),
+                  BF16, "transformer.h.0", ref_bloom,
+                  "bf16: LayerNorm_eps(transformer.word_embeddings.weight[ids]; transformer.word_embeddings_layernorm"
+                  ".{weight,bias}), eps = layer_norm_epsilon, bf16 in and out (torch CPU computes the statistics in f32 "
+                  "and rounds once)",
+                  "ALiBi (in attention) instead of positions. lm_head tied (absent from the file)."),
+    "falcon": case("FalconForCausalLM", "FalconConfig",
+                   dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, pad_token_id=0),
+                   BF16, "transformer.h.0", ref_lookup("transformer.word_embeddings.weight"),
+                   "bf16: transformer.word_embeddings.weight[ids]",
+                   "Lookup only (rotary by default). lm_head tied (absent from the file)."),
+    "mpt": case("MptForCausalLM", "MptConfig",
+                dict(vocab_size=VOCAB, d_model=16, n_layers=1, n_heads=2, expansion_ratio=1, max_seq_len=32,
+                     pad_token_id=0),
+                BF16, "transformer.blocks.0", ref_lookup("transformer.wte.weight"), "bf16: transformer.wte.weight[ids]",
+                "Lookup only (ALiBi in attention). lm_head tied (absent from the file)."),
+    "phi": case("PhiForCausalLM", "PhiConfig", dict(DEC, num_key_value_heads=2), F16, "model.layers.0",
+                ref_lookup("model.embed_tokens.weight"), "f16: model.embed_tokens.weight[ids]",
+                "Saved in f16 (microsoft/phi-2 ships f16). Lookup only (partial rotary in attention; embed_dropout "
+                "is identity in eval). lm_head.weight and lm_head.bias separate."),
+    "phi3": case("Phi3ForCausalLM", "Phi3Config", dict(DEC, pad_token_id=0), BF16, "model.layers.0",
+                 ref_lookup("model.embed_tokens.weight"), "bf16: model.embed_tokens.weight[ids]", LLAMA_NOTE),
+    "llama": case("LlamaForCausalLM", "LlamaConfig", DEC, BF16, "model.layers.0", ref_lookup("model.embed_tokens.weight"),
+                  "bf16: model.embed_tokens.weight[ids]",
+                  LLAMA_NOTE + " Saved sharded (max_shard_size 4KB): model.safetensors.index.json maps names to shards.",
+                  fmt="sharded"),
+    "llama_base": case("LlamaModel", "LlamaConfig", DEC, BF16, "layers.0", ref_lookup("embed_tokens.weight"),
+                       "bf16: embed_tokens.weight[ids]",
+                       "A bare LlamaModel saved directly: names have no 'model.' prefix and there is no lm_head."),
+    "mistral": case("MistralForCausalLM", "MistralConfig", DEC, BF16, "model.layers.0",
+                    ref_lookup("model.embed_tokens.weight"), "bf16: model.embed_tokens.weight[ids]", LLAMA_NOTE),
+    "mixtral": case("MixtralForCausalLM", "MixtralConfig", dict(DEC, num_local_experts=2, num_experts_per_tok=1),
+                    BF16, "model.layers.0", ref_lookup("model.embed_tokens.weight"),
+                    "bf16: model.embed_tokens.weight[ids]", LLAMA_NOTE),
+    "qwen2": case("Qwen2ForCausalLM", "Qwen2Config", DEC, BF16, "model.layers.0",
+                  ref_lookup("model.embed_tokens.weight"), "bf16: model.embed_tokens.weight[ids]", LLAMA_NOTE),
+    "qwen3": case("Qwen3ForCausalLM", "Qwen3Config", dict(DEC, head_dim=8), BF16, "model.layers.0",
+                  ref_lookup("model.embed_tokens.weight"), "bf16: model.embed_tokens.weight[ids]", LLAMA_NOTE),
+    "gemma": case("GemmaForCausalLM", "GemmaConfig", GEMMA, BF16, "model.layers.0",
+                  ref_gemma("model.embed_tokens.weight"),
+                  "bf16: model.embed_tokens.weight[ids] * bf16(sqrt(hidden_size)) -> bf16 (sqrt(24) applied as 4.90625)",
+                  "GemmaTextScaledWordEmbedding: lookup * embed_scale.to(weight.dtype); embed_scale is a "
+                  "non-persistent buffer (not in the file) = hidden_size ** 0.5, cast to the WEIGHT dtype before the "
+                  "multiply, so for bf16 weights the factor is bf16(sqrt(hidden)), product rounded to bf16. "
+                  "lm_head tied (absent)."),
+    "gemma2": case("Gemma2ForCausalLM", "Gemma2Config", GEMMA, BF16, "model.layers.0",
+                   ref_gemma("model.embed_tokens.weight"),
+                   "bf16: model.embed_tokens.weight[ids] * bf16(sqrt(hidden_size)) -> bf16",
+                   "Same scale rule as gemma (Gemma2TextScaledWordEmbedding). lm_head tied (absent)."),
+    "gemma3_text": case("Gemma3ForCausalLM", "Gemma3TextConfig", GEMMA, BF16, "model.layers.0",
+                        ref_gemma("model.embed_tokens.weight"),
+                        "bf16: model.embed_tokens.weight[ids] * bf16(sqrt(hidden_size)) -> bf16",
+                        "Same scale rule as gemma (Gemma3TextScaledWordEmbedding); model_type gemma3_text. "
+                        "lm_head tied (absent)."),
+    "gemma3": case("Gemma3ForConditionalGeneration", "Gemma3Config", None, BF16, "model.language_model.layers.0",
+                   ref_gemma("language_model.model.embed_tokens.weight", lambda c: c["text_config"]),
+                   "bf16: language_model.model.embed_tokens.weight[ids] * bf16(sqrt(text_config.hidden_size)) -> bf16",
+                   "Multimodal wrapper: hidden_size etc. only under config.text_config. In memory the table is "
+                   "model.language_model.embed_tokens, but save_pretrained writes the original checkpoint layout "
+                   "'language_model.model.embed_tokens.weight' (vision tower under 'vision_tower.vision_model.', "
+                   "'multi_modal_projector.'). No image token in the ids (image_token_index 62 < vocab, so no id "
+                   "remapping); text-only forward = text embeddings. lm_head tied (absent)."),
+    "bert": case("BertForMaskedLM", "BertConfig", dict(ENC, type_vocab_size=2, pad_token_id=0), F32,
+                 "bert.encoder.layer.0", ref_bert_like("bert.embeddings.", "arange"),
+                 "f32: LayerNorm_eps((word_embeddings[ids] + token_type_embeddings[tt]) + position_embeddings[arange(T)]) "
+                 "under bert.embeddings., eps = layer_norm_eps",
+                 "Addition order: word + token_type first, then + position. Absolute positions (arange, pads not "
+                 "special). tt defaults to zeros. cls.predictions.decoder.weight tied to word_embeddings: both keys "
+                 "in pytorch_model.bin (one storage), plus cls.predictions.bias.", fmt="bin", token_types=True),
+    "roberta": case("RobertaForMaskedLM", "RobertaConfig", dict(ENC, type_vocab_size=1), F32,
+                    "roberta.encoder.layer.0", ref_bert_like("roberta.embeddings.", "padding"),
+                    "f32: LayerNorm_eps((word[ids] + token_type[0]) + position[pos]) under roberta.embeddings., "
+                    "pos = pad (for pads) else pad + start + (index among non-pads, from 1)",
+                    "Padding-aware positions: mask = ids != pad_token_id; pos = (cumsum(mask) + start) * mask + pad. "
+                    "Row pad_token_id of the position table is zero (padding_idx init). The continuation run passes "
+                    "a cache (past_key_values) through RobertaForMaskedLM's forward: embeddings get "
+                    "past_key_values_length = 5, pads in the continuation still get pad. lm_head.decoder.weight tied "
+                    "(absent).", continuation="cache", paddingy=True),
+    "xlm_roberta": case("XLMRobertaModel", "XLMRobertaConfig", dict(ENC, type_vocab_size=2), F32, "encoder.layer.0",
+                        ref_bert_like("embeddings.", "padding"),
+                        "f32: LayerNorm_eps((word[ids] + token_type[tt]) + position[padding-aware pos]) under embeddings.",
+                        "Same names and type_vocab_size as a BERT but model_type xlm-roberta: padding-aware "
+                        "positions as roberta. Bare model: no prefix.", continuation="cache", token_types=True,
+                        paddingy=True),
+    "camembert": case("CamembertModel", "CamembertConfig", dict(ENC, type_vocab_size=1), F32, "encoder.layer.0",
+                      ref_bert_like("embeddings.", "padding"),
+                      "f32: LayerNorm_eps((word[ids] + token_type[0]) + position[padding-aware pos]) under embeddings.",
+                      "As roberta. Bare model: no prefix.", continuation="cache", paddingy=True),
+    "mpnet": case("MPNetModel", "MPNetConfig", dict(ENC), F32, "encoder.layer.0", ref_mpnet,
+                  "f32: LayerNorm_eps(word[ids] + position[padding-aware pos with pad = 1]) under embeddings.",
+                  "MPNetEmbeddings hard-codes padding_idx = 1 (not config.pad_token_id) for positions and the word "
+                  "table; no token types. No past_key_values in MPNetModel.forward: no continuation run. Relative "
+                  "attention bias (encoder.relative_attention_bias) is computed in the encoder, not added to the "
+                  "hidden states.", paddingy=True),
+    "distilbert": case("DistilBertModel", "DistilBertConfig",
+                       dict(vocab_size=VOCAB, dim=16, n_layers=1, n_heads=2, hidden_dim=16, max_position_embeddings=32,
+                            pad_token_id=0),
+                       F32, "transformer.layer.0", ref_distilbert,
+                       "f32: LayerNorm_1e-12(word_embeddings[ids] + position_embeddings[arange(T)]) under embeddings.",
+                       "LayerNorm eps is the constant 1e-12 (no config key). No token types. Width key is 'dim'."),
+    "electra": case("ElectraModel", "ElectraConfig", dict(ENC, embedding_size=8, type_vocab_size=2, pad_token_id=0),
+                    F32, ("output", "embeddings"), ref_bert_like("embeddings.", "arange"),
+                    "f32: LayerNorm_eps((word[ids] + token_type[tt]) + position[arange(T)]) under embeddings., "
+                    "width embedding_size (8)",
+                    "Captured: the embeddings module OUTPUT (width embedding_size). ElectraModel then applies "
+                    "embeddings_project (Linear 8 -> 16, with bias) before the encoder.", token_types=True),
+    "albert": case("AlbertModel", "AlbertConfig", dict(ENC, embedding_size=8, type_vocab_size=2, pad_token_id=0),
+                   F32, ("output", "embeddings"), ref_bert_like("embeddings.", "arange"),
+                   "f32: LayerNorm_eps((word[ids] + token_type[tt]) + position[arange(T)]) under embeddings., "
+                   "width embedding_size (8)",
+                   "Captured: the embeddings module OUTPUT (width embedding_size). AlbertTransformer applies "
+                   "encoder.embedding_hidden_mapping_in (Linear 8 -> 16) before the shared layer.", token_types=True),
+    "deberta_v2": case("DebertaV2Model", "DebertaV2Config",
+                       dict(ENC, position_biased_input=False, type_vocab_size=0, relative_attention=True,
+                            pos_att_type=["p2c", "c2p"], pad_token_id=0),
+                       F32, "encoder.layer.0", ref_deberta,
+                       "f32: LayerNorm_eps(embeddings.word_embeddings.weight[ids]) (no position, no token type table)",
+                       "deberta-v3 style: position_biased_input false (no embeddings.position_embeddings in the file), "
+                       "type_vocab_size 0 (no token_type_embeddings). Relative positions (encoder.rel_embeddings) are "
+                       "used in attention only. After the LayerNorm the embeddings are multiplied by the attention "
+                       "mask (DebertaV2Model passes attention_mask = ones when none is given: identity here; with a "
+                       "user mask, padded rows would become 0)."),
+    "deberta_v2_abs": case("DebertaV2Model", "DebertaV2Config",
+                           dict(ENC, position_biased_input=True, type_vocab_size=2, pad_token_id=0), F32,
+                           "encoder.layer.0", ref_deberta,
+                           "f32: LayerNorm_eps((word[ids] + position[arange(T)]) + token_type[tt]) under embeddings.",
+                           "Addition order differs from BERT: word + position first, then + token_type. Mask "
+                           "multiply by ones as in deberta_v2. embedding_size == hidden_size (no embed_proj).",
+                           token_types=True),
+    "modernbert": case("ModernBertModel", "ModernBertConfig",
+                       dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=16, norm_bias=False, pad_token_id=0, max_position_embeddings=32),
+                       F32, "layers.0", ref_modernbert,
+                       "f32: LayerNorm_norm_eps(embeddings.tok_embeddings.weight[ids]; embeddings.norm.weight, no bias)",
+                       "norm_bias false: nn.LayerNorm(bias=False), no embeddings.norm.bias in the file. eps key: "
+                       "norm_eps. RoPE positions (attention only)."),
+    "modernbert_bias": case("ModernBertModel", "ModernBertConfig",
+                            dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=16, norm_bias=True, pad_token_id=0, max_position_embeddings=32),
+                            F32, "layers.0", ref_modernbert,
+                            "f32: LayerNorm_norm_eps(embeddings.tok_embeddings.weight[ids]; embeddings.norm.{weight,bias})",
+                            "norm_bias true: embeddings.norm.bias present."),
+    "t5": case("T5ForConditionalGeneration", "T5Config",
+               dict(vocab_size=VOCAB, d_model=16, d_kv=8, d_ff=16, num_layers=1, num_heads=2, pad_token_id=0,
+                    decoder_start_token_id=0),
+               F32, "encoder.block.0", ref_lookup("shared.weight"), "f32: shared.weight[ids]",
+               "Encoder side. encoder.embed_tokens, decoder.embed_tokens and lm_head are tied to shared.weight and "
+               "absent from the file (tie_word_embeddings true). No scale on the input side, relative position bias "
+               "in attention.", call="seq2seq"),
+    "bart": case("BartForConditionalGeneration", "BartConfig", dict(SEQ2SEQ, d_model=24, scale_embedding=True,
+                                                                     pad_token_id=1),
+                 F32, "model.encoder.layers.0", ref_bart,
+                 "f32: LayerNorm_1e-5(model.shared.weight[ids] * f32(sqrt(d_model)) + model.encoder.embed_positions"
+                 ".weight[arange(T) + 2]; model.encoder.layernorm_embedding.{weight,bias})",
+                 "Encoder side. Table: model.shared.weight (encoder/decoder embed_tokens and lm_head tied, absent). "
+                 "scale_embedding true: x * sqrt(d_model) with a Python float, i.e. f32(sqrt(24)) = 4.8989797 in f32. "
+                 "Positions: arange + 2 (offset 2; pads not special), table has max_position_embeddings + 2 rows. "
+                 "layernorm_embedding eps is nn.LayerNorm's default 1e-5 (no config key).", call="seq2seq"),
+    "mbart": case("MBartForConditionalGeneration", "MBartConfig", dict(SEQ2SEQ, d_model=24, scale_embedding=True,
+                                                                        pad_token_id=1),
+                  F32, "model.encoder.layers.0", ref_bart,
+                  "f32: LayerNorm_1e-5(model.shared.weight[ids] * f32(sqrt(d_model)) + model.encoder.embed_positions"
+                  ".weight[arange(T) + 2]; model.encoder.layernorm_embedding.{weight,bias})",
+                  "As bart (MBartScaledWordEmbedding, offset 2, layernorm_embedding). mBART also has "
+                  "model.encoder.layer_norm (final, after the layers - not on this path).", call="seq2seq"),
+    "whisper": case("WhisperForConditionalGeneration", "WhisperConfig",
+                    dict(vocab_size=VOCAB, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                         decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16, num_mel_bins=8,
+                         max_source_positions=8, max_target_positions=32, pad_token_id=0, decoder_start_token_id=1),
+                    F32, "model.decoder.layers.0", ref_whisper,
+                    "f32: model.decoder.embed_tokens.weight[ids] + model.decoder.embed_positions.weight[start + arange(T)]",
+                    "DECODER side (the token table is the decoder's). No offset, pads not special. "
+                    "WhisperDecoder computes embed_scale from scale_embedding but never applies it (transformers "
+                    "5.x): no scale whatever the config says (false here, as in real checkpoints). proj_out tied "
+                    "(absent).", continuation="cache", call="whisper"),
+    "clip": case("CLIPTextModel", "CLIPTextConfig",
+                 dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=16, max_position_embeddings=32, pad_token_id=0, eos_token_id=2),
+                 F32, "encoder.layers.0", ref_clip,
+                 "f32: embeddings.token_embedding.weight[ids] + embeddings.position_embedding.weight[arange(T)]",
+                 "CLIPTextModel in transformers 5.x has no text_model wrapper: names start with 'embeddings.' "
+                 "(a CLIPModel checkpoint has them under 'text_model.'). No LayerNorm before the encoder."),
 }
 
-DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
-BITS = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 
-
-def make_config(name, config_class, kwargs):
+def make_config(name, c):
     if name == "gemma3":
-        return tf.Gemma3Config(text_config=gemma_text(), vision_config=dict(hidden_size=16, intermediate_size=32,
-                                                                             num_hidden_layers=1, num_attention_heads=2,
-                                                                             image_size=32, patch_size=16),
+        return tf.Gemma3Config(text_config=dict(GEMMA), vision_config=dict(hidden_size=16, intermediate_size=16,
+                                                                           num_hidden_layers=1, num_attention_heads=2,
+                                                                           image_size=32, patch_size=16),
                                mm_tokens_per_image=4, image_token_index=VOCAB - 2, boi_token_index=VOCAB - 3,
                                eoi_token_index=VOCAB - 4)
-    return getattr(tf, config_class)(**kwargs)
+    return getattr(tf, c["config"])(**c["kwargs"])
 
 
-def randomize(model):
-    """Non-trivial norms and biases so weight and bias handling is tested (default init is 1 and 0)."""
+def randomize_norms(model):
+    """Non-trivial norm weights and biases (default init is 1 and 0) so their handling is tested."""
     g = torch.Generator().manual_seed(1234)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() == 1 and ("norm" in name.lower() or "ln" in name.lower()):
-                base = 1.0 if name.endswith("weight") or name.endswith("gamma") else 0.0
+            low = name.lower()
+            if p.dim() == 1 and ("norm" in low or "ln" in low):
+                base = 1.0 if name.endswith("weight") else 0.0
                 p.copy_((base + 0.2 * torch.randn(p.shape, generator=g)).to(p.dtype))
 
 
 def pad_id(config):
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    pad = getattr(text, "pad_token_id", None)
+    pad = getattr(config.get_text_config(), "pad_token_id", None)
     return 0 if pad is None else pad
 
 
-def sample_ids(config, paddingy):
+def sample_ids(config, paddingy, seed=7, length=L):
+    """Random ids with id 0, the last row (VOCAB - 1) and the pad id in them."""
     pad = pad_id(config)
-    g = torch.Generator().manual_seed(7)
-    ids = torch.randint(3, VOCAB - 5, (2, L), generator=g)
-    ids[0, 0] = 0 if pad != 0 else 4
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, VOCAB - 5, (2, length), generator=g)  # VOCAB-4..VOCAB-2: gemma3 image markers
+    ids[0, 0] = 0
     ids[0, 3] = VOCAB - 1
     ids[1, 1] = VOCAB - 1
     if paddingy:  # RoBERTa-like: a pad in the middle of sequence 0, pads at the end of sequence 1
@@ -194,7 +441,7 @@ def module_at(model, path):
 
 
 def capture(model, where, call):
-    """Runs call() and returns the tensor the hooked module receives (or, for ("output", path), returns)."""
+    """Runs call() and returns the tensor the hooked layer receives (or, for ("output", path), returns)."""
     got = []
     if isinstance(where, tuple):
         handle = module_at(model, where[1]).register_forward_hook(lambda m, a, out: got.append(out))
@@ -207,79 +454,147 @@ def capture(model, where, call):
             result = call()
     finally:
         handle.remove()
+    assert len(got) == 1, f"hook ran {len(got)} times"
     return got[0].detach().contiguous(), result
 
 
+def hex_of(t):
+    return t.contiguous().view(BITS[t.dtype]).numpy().tobytes().hex()
+
+
 def run_record(tensor, ids, types, start):
-    raw = tensor.view(BITS[tensor.dtype]).numpy().tobytes()
     return {"input_ids": ids.tolist(), "token_type_ids": None if types is None else types.tolist(), "start": start,
-            "output_dtype": DTYPE_NAMES[tensor.dtype], "shape": list(tensor.shape), "output_hex": raw.hex()}
+            "output_dtype": DTYPE_NAMES[tensor.dtype], "shape": list(tensor.shape), "output_hex": hex_of(tensor)}
+
+
+def runs_for(name, c, model, config):
+    """The captured runs: (tensor, ids, types, start) for the plain run and, where asked, a continuation."""
+    dtype, where = c["dtype"], c["hook"]
+    ids = sample_ids(config, c["paddingy"])
+    types = torch.tensor(TOKEN_TYPES) if c["token_types"] else None
+    features = None
+    if c["call"] == "whisper":
+        features = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(3)).to(dtype)
+
+    def forward(x, types=None, **extra):
+        args = dict(extra)
+        if c["call"] == "whisper":
+            args.update(input_features=features, decoder_input_ids=x)
+        else:
+            args["input_ids"] = x
+        if types is not None:
+            args["token_type_ids"] = types
+        if c["call"] == "seq2seq":
+            args["decoder_input_ids"] = x[:, :2]
+        return model(**args)
+
+    out = []
+    t, _ = capture(model, where, lambda: forward(ids, types))
+    out.append((t, ids, types, 0))
+    if c["continuation"] == "cache":
+        prefix = sample_ids(config, c["paddingy"], seed=9, length=START)
+        cont = sample_ids(config, c["paddingy"], seed=11, length=4)
+        if c["paddingy"]:  # a pad inside the continuation of sequence 0 too
+            cont[0, 1] = pad_id(config)
+        if c["call"] == "whisper" or getattr(config, "is_decoder", False) or name in ("gpt2", "opt", "opt_350m_like"):
+            with torch.no_grad():
+                first = forward(prefix, use_cache=True)
+            cache = first.past_key_values
+        else:  # encoder-only RoBERTa-likes: their forward takes a cache object and fills it
+            cache = tf.DynamicCache(config=config)
+            with torch.no_grad():
+                forward(prefix, None if types is None else types[:, :START], past_key_values=cache, use_cache=True)
+        assert cache.get_seq_length() == START, (name, cache.get_seq_length())
+        ctypes = None if types is None else types[:, :4]
+        t, _ = capture(model, where, lambda: forward(cont, ctypes, past_key_values=cache, use_cache=True))
+        out.append((t, cont, ctypes, START))
+    return out
+
+
+def read_weights(model_dir):
+    files = sorted(glob.glob(os.path.join(model_dir, "*.safetensors")))
+    w = {}
+    for f in files:
+        with safe_open(f, "pt") as s:
+            for k in s.keys():
+                w[k] = s.get_tensor(k)
+    for f in sorted(glob.glob(os.path.join(model_dir, "*.bin"))):
+        w.update(torch.load(f, map_location="cpu", weights_only=True))
+    return w
+
+
+def save(model, model_dir, fmt):
+    if fmt == "sharded":
+        model.save_pretrained(model_dir, max_shard_size="4KB")
+        assert len(glob.glob(os.path.join(model_dir, "model-*-of-*.safetensors"))) >= 2
+    else:
+        model.save_pretrained(model_dir)  # transformers 5.x writes safetensors only
+    if fmt == "bin":
+        # transformers 5.x has no safe_serialization=False. Write what 4.x's save_pretrained(
+        # safe_serialization=False) wrote: torch.save of the whole state_dict (tied keys included, sharing
+        # one storage) as pytorch_model.bin, under the names save_pretrained uses (checked against its file).
+        st = os.path.join(model_dir, "model.safetensors")
+        with safe_open(st, "pt") as s:
+            saved = set(s.keys())
+        state = model.state_dict()
+        assert saved <= set(state), sorted(saved - set(state))
+        for k in set(state) - saved:  # every extra key must alias a saved tensor
+            assert any(state[k].data_ptr() == state[s].data_ptr() for s in saved), k
+        torch.save(state, os.path.join(model_dir, "pytorch_model.bin"))
+        os.unlink(st)
+    for extra in os.listdir(model_dir):
+        if extra not in ("config.json", "model.safetensors.index.json", "pytorch_model.bin") and \
+                not extra.endswith(".safetensors"):
+            os.unlink(os.path.join(model_dir, extra))
 
 
 def generate(name, out_dir):
-    model_class, config_class, kwargs, dtype, fmt, where, continuation, token_types = CASES[name]
+    c = CASES[name]
+    dtype = c["dtype"]
     torch.manual_seed(sum(map(ord, name)))
-    config = make_config(name, config_class, kwargs)
-    model = getattr(tf, model_class)(config).to(dtype).eval()
-    randomize(model)
-    paddingy = name in ("roberta", "xlm_roberta", "camembert", "mpnet")
-    ids = sample_ids(config, paddingy)
-    types = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [0, 1, 0, 1, 0, 1, 0]]) if token_types else None
-    runs = []
-    encoder_decoder = name in ("t5", "bart", "mbart")
+    config = make_config(name, c)
+    model = getattr(tf, c["cls"])(config).to(dtype).eval()
+    randomize_norms(model)
+    runs = runs_for(name, c, model, config)
 
-    def forward(**extra):
-        args = dict(input_ids=ids, **extra)
-        if types is not None:
-            args["token_type_ids"] = types
-        if encoder_decoder:
-            args["decoder_input_ids"] = ids[:, :2]
-        if name == "gemma3":
-            return model.model(**args)
-        return model(**args)
+    case_dir = os.path.join(out_dir, name)
+    shutil.rmtree(case_dir, ignore_errors=True)
+    model_dir = os.path.join(case_dir, "model")
+    save(model, model_dir, c["fmt"])
 
-    if name == "whisper":
-        features = torch.randn(2, 8, 32, dtype=dtype, generator=torch.Generator().manual_seed(3))
-        t, _ = capture(model, where, lambda: model(input_features=features, decoder_input_ids=ids))
-        runs.append(run_record(t, ids, None, 0))
-        start = 5
-        prefix = torch.randint(3, VOCAB - 5, (2, start), generator=torch.Generator().manual_seed(9))
-        with torch.no_grad():
-            first = model(input_features=features, decoder_input_ids=prefix, use_cache=True)
-        t, _ = capture(model, where, lambda: model(encoder_outputs=(first.encoder_last_hidden_state,), decoder_input_ids=ids,
-                                                   past_key_values=first.past_key_values, use_cache=True))
-        runs.append(run_record(t, ids, None, start))
-    else:
-        t, _ = capture(model, where, forward)
-        runs.append(run_record(t, ids, types, 0))
-        if continuation:
-            start = 5
-            prefix = torch.randint(3, VOCAB - 5, (2, start), generator=torch.Generator().manual_seed(9))
-            cont = ids[:, :4].clone()
-            cont[cont == pad_id(config)] = 5  # a real decoder continues without padding
-            with torch.no_grad():
-                first = model(input_ids=prefix, use_cache=True)
-            t, _ = capture(model, where, lambda: model(input_ids=cont, past_key_values=first.past_key_values, use_cache=True))
-            runs.append(run_record(t, cont, None, start))
+    # Self-check 1: the stated formula, from the tensors read back from the files, gives the same bits.
+    w = read_weights(model_dir)
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    for t, ids, types, start in runs:
+        want = c["ref"](w, cfg, ids, types, start)
+        assert want.dtype == t.dtype and want.shape == t.shape and hex_of(want) == hex_of(t), \
+            f"{name}: reference formula differs from transformers (start {start})"
+    # Self-check 2: the saved folder, loaded by transformers, reproduces the first run.
+    reloaded = getattr(tf, c["cls"]).from_pretrained(model_dir, dtype=dtype).eval()
+    t0, ids0, types0, _ = runs[0]
+    again = runs_for(name, dict(c, continuation=None), reloaded, reloaded.config)[0][0]
+    assert hex_of(again) == hex_of(t0), f"{name}: from_pretrained of the saved folder differs"
 
-    case = os.path.join(out_dir, name)
-    shutil.rmtree(case, ignore_errors=True)
-    model_dir = os.path.join(case, "model")
-    if fmt == "sharded":
-        model.save_pretrained(model_dir, max_shard_size="8KB")
-    else:
-        model.save_pretrained(model_dir, safe_serialization=(fmt != "bin"))
-    for extra in os.listdir(model_dir):
-        if extra == "generation_config.json":
-            os.unlink(os.path.join(model_dir, extra))
-    doc = {"case": name, "model_type": config.model_type, "architecture": model_class,
+    hook = c["hook"]
+    doc = {"case": name, "model_type": config.model_type, "architecture": c["cls"],
            "torch_dtype": str(dtype).replace("torch.", ""),
-           "captured": f"{where[1]} output" if isinstance(where, tuple) else f"input of {where}",
+           "captured": (f"output of {hook[1]} (module output, before the projection to hidden_size)"
+                        if isinstance(hook, tuple) else f"input (hidden_states) of {hook}"),
+           "formula": c["formula"], "notes": c["notes"],
+           "format": {"st": "safetensors", "bin": "pytorch_model.bin", "sharded": "sharded safetensors"}[c["fmt"]],
            "versions": {"torch": torch.__version__.split("+")[0], "transformers": tf.__version__},
-           "runs": runs}
-    with open(os.path.join(case, "expected.json"), "w") as f:
+           "runs": [run_record(*r) for r in runs]}
+    with open(os.path.join(case_dir, "expected.json"), "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
+
+
+def compare_bin(a, b):
+    """pytorch_model.bin: byte equality, or else equal names, dtypes, shapes and bytes of every tensor."""
+    if filecmp.cmp(a, b, shallow=False):
+        return True
+    x, y = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
+    return x.keys() == y.keys() and all(x[k].dtype == y[k].dtype and torch.equal(x[k], y[k]) for k in x)
 
 
 def main():
@@ -289,6 +604,8 @@ def main():
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
+    tf.logging.set_verbosity_error()
+    tf.utils.logging.disable_progress_bar()
     names = args.cases or list(CASES)
     committed = os.path.join(HERE, "cases")
     out = tempfile.mkdtemp(prefix="embedrt-hf-") if args.check else committed
@@ -300,18 +617,35 @@ def main():
         except Exception as e:  # report every case, then fail
             failed.append(name)
             print(f"FAILED {name}: {type(e).__name__}: {e}", file=sys.stderr)
-    if args.check:
-        mismatches = []
+    if not args.check:
+        stale = sorted(set(os.listdir(committed)) - set(CASES))
+        for s in stale:
+            print("not a case (left alone):", s, file=sys.stderr)
+    else:
+        mismatches, compared, by_tensor = [], 0, 0
         for name in names:
-            for root, _, files in os.walk(os.path.join(out, name)):
-                for f in files:
-                    mine = os.path.join(root, f)
-                    theirs = os.path.join(committed, os.path.relpath(mine, out))
-                    if not os.path.exists(theirs) or not filecmp.cmp(mine, theirs, shallow=False):
-                        mismatches.append(os.path.relpath(mine, out))
+            mine_files = {os.path.relpath(os.path.join(r, f), out) for r, _, fs in os.walk(os.path.join(out, name))
+                          for f in fs}
+            theirs_files = {os.path.relpath(os.path.join(r, f), committed)
+                            for r, _, fs in os.walk(os.path.join(committed, name)) for f in fs}
+            for rel in sorted(mine_files | theirs_files):
+                mine, theirs = os.path.join(out, rel), os.path.join(committed, rel)
+                compared += 1
+                if not (os.path.exists(mine) and os.path.exists(theirs)):
+                    mismatches.append(rel + " (only on one side)")
+                elif rel.endswith(".bin"):
+                    if not filecmp.cmp(mine, theirs, shallow=False):
+                        by_tensor += 1
+                    if not compare_bin(mine, theirs):
+                        mismatches.append(rel)
+                elif not filecmp.cmp(mine, theirs, shallow=False):
+                    mismatches.append(rel)
         for m in mismatches:
             print("DIFFERS", m)
-        print(f"{len(names) - len(failed)} regenerated, {len(mismatches)} files differ from the committed ones")
+        print(f"{len(names) - len(failed)} of {len(names)} cases regenerated, {compared} files compared, "
+              f"{len(mismatches)} differ from the committed ones"
+              + (f" ({by_tensor} .bin compared tensor by tensor: bytes differ)" if by_tensor else
+                 " (every file byte-identical)" if not mismatches else ""))
         shutil.rmtree(out, ignore_errors=True)
         failed += mismatches
     sys.exit(1 if failed else 0)
