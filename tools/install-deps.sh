@@ -8,7 +8,7 @@ packages=(
   # build
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config time
   # libraries the project links
-  libxsimd-dev libtbb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libdeflate-dev libcpp-httplib-dev
+  libxsimd-dev libtbb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libdeflate-dev libboost-dev
   # tests and benchmarks
   doctest-dev libbenchmark-dev wrk qemu-user
   # PyTorch for parity tests and comparisons (runs as /usr/bin/python3; never needed at run time)

@@ -162,7 +162,7 @@ def test_bad_requests(server):
         (json.dumps({"inputs": [ids_input([[1] * 3000])]}).encode(), 400, "exceed --max-batch-tokens 2048"),
         (json.dumps({"inputs": [ids_input([[1, 2]]) | {"name": "mystery"}, ids_input([[1, 2]])]}).encode(), 400,
          "unknown input"),
-        (b"x" * 300000, 413, "larger than the configured limit"),
+        (b"x" * 300000, 413, "larger than --max-body-bytes 200000"),
     ]
     for body, status, needle in cases:
         got, raw, _ = server.request("POST", "/v2/models/model/infer", body, {"Content-Type": "application/json"})

@@ -1,12 +1,13 @@
 #include "kserve_protocol.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "embedrt/half.hpp"
+#include "embedrt/version.hpp"
 #include "float_text.hpp"
-
-#include <cstring>
 
 namespace embedrt::serve {
 namespace {
@@ -14,6 +15,10 @@ namespace {
 using nlohmann::json;
 
 Error bad(const std::string& message) { return Error(ErrorCode::kInvalidArgument, message); }
+
+// A request is an object holding "inputs", an array of tensor objects whose "data" may nest
+// one level per dimension (KServe allows nested arrays); 16 leaves room and no more.
+constexpr int kMaxJsonDepth = 16;
 
 // Appends the integers of `data` (flat or nested arrays, as KServe allows) to `out`.
 Status flatten(const json& data, std::vector<std::int64_t>& out, const std::string& where, int depth = 0) {
@@ -104,7 +109,13 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<st
   }
   json doc;
   try {
-    doc = json::parse(header_text);
+    // Depth is bounded while parsing, before a deep document can build its tree: a body of
+    // nothing but '[' would otherwise cost ~80 bytes of tree per byte.
+    const json::parser_callback_t bounded = [](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth) throw std::length_error("JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      return true;
+    };
+    doc = json::parse(header_text, bounded);
   } catch (const std::exception& e) {
     return bad(std::string("body is not valid JSON: ") + e.what());
   }
@@ -187,8 +198,8 @@ const char* wire_datatype(OutputDType dtype) {
 
 }  // namespace
 
-InferResponse make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
-                                  OutputDType dtype, std::span<const std::byte> embeddings) {
+Result<InferResponse> make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
+                                          OutputDType dtype, std::span<const std::byte> embeddings) {
   std::string head = R"({"model_name":)" + json(model).dump() + R"(,"model_version":"1")";
   if (!request.id.empty()) head += R"(,"id":)" + json(request.id).dump();
   head += R"(,"outputs":[{"name":"embeddings","datatype":")" + std::string(wire_datatype(dtype)) + R"(","shape":[)" +
@@ -217,6 +228,13 @@ InferResponse make_infer_response(const std::string& model, const InferRequest& 
       std::memcpy(&bits, embeddings.data() + 2 * i, 2);
       value = dtype == OutputDType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
     }
+    if (!std::isfinite(value)) {
+      // JSON has no NaN or Infinity; writing them would hand the client a body it cannot parse.
+      return Error(ErrorCode::kUnsupported,
+                   "embedding value " + std::to_string(i % dim) + " of token " + std::to_string(i / dim) + " is " +
+                       (std::isnan(value) ? "NaN" : "infinite") +
+                       ", which JSON cannot carry; ask for binary output (parameters.binary_data_output)");
+    }
     text::append_float(body, value);
   }
   body += "]}]}";
@@ -234,6 +252,11 @@ std::string model_metadata_json(const std::string& model, std::uint64_t dim, boo
                     {"inputs", inputs},
                     {"outputs", json::array({{{"name", "embeddings"}, {"datatype", wire_datatype(dtype)},
                                               {"shape", {-1, -1, static_cast<std::int64_t>(dim)}}}})}};
+  return doc.dump();
+}
+
+std::string server_metadata_json() {
+  const json doc = {{"name", "embedrt"}, {"version", version()}, {"extensions", json::array({"binary_tensor_data"})}};
   return doc.dump();
 }
 

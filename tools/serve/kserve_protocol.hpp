@@ -35,11 +35,14 @@ struct InferResponse {
   std::string body;
   std::optional<std::uint64_t> header_length;
 };
-// `embeddings` holds the output in `dtype` (FP32, BF16 or FP16 on the wire).
-InferResponse make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
-                                  OutputDType dtype, std::span<const std::byte> embeddings);
+// `embeddings` holds the output in `dtype` (FP32, BF16 or FP16 on the wire). A JSON response
+// refuses NaN and Infinity values (kUnsupported): JSON cannot spell them, binary output can.
+Result<InferResponse> make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
+                                          OutputDType dtype, std::span<const std::byte> embeddings);
 
 std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments, OutputDType dtype);
+// GET /v2: the server's name, version and protocol extensions.
+std::string server_metadata_json();
 std::string error_json(const std::string& message);
 
 // The KServe input an Embedder error is about, from its structured context (Error::context().field):

@@ -4,6 +4,23 @@
 
 namespace embedrt::serve {
 
+std::string prometheus_label(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 void Metrics::record(int status, std::uint64_t tokens, double seconds) {
   requests_.fetch_add(1, std::memory_order_relaxed);
   if (status >= 400) errors_.fetch_add(1, std::memory_order_relaxed);
@@ -16,40 +33,45 @@ void Metrics::record(int status, std::uint64_t tokens, double seconds) {
 
 void Metrics::record_reload(bool ok) { (ok ? reloads_ : failed_reloads_).fetch_add(1, std::memory_order_relaxed); }
 
-std::string Metrics::render(const std::string& model, std::uint64_t generation) const {
+std::string Metrics::render(const std::string& model, const Gauges& gauges) const {
+  const std::string label = "{model=\"" + prometheus_label(model) + "\"";
   std::string out;
-  char line[256];
-  const auto add = [&](const char* text) { out += text; };
-  const auto counter = [&](const char* name, const char* help, std::uint64_t value) {
-    std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s counter\n%s{model=\"%s\"} %llu\n", name, help, name, name,
-                  model.c_str(), static_cast<unsigned long long>(value));
-    add(line);
+  const auto sample = [&](const char* name, const std::string& extra_labels, const std::string& value) {
+    out += name;
+    out += label + extra_labels + "} " + value + "\n";
   };
-  counter("embedrt_requests_total", "Inference requests handled.", requests_.load());
-  counter("embedrt_errors_total", "Inference requests answered with a 4xx or 5xx status.", errors_.load());
-  counter("embedrt_tokens_total", "Tokens embedded.", tokens_.load());
-  counter("embedrt_reloads_total", "Successful model reloads.", reloads_.load());
-  counter("embedrt_failed_reloads_total", "Reloads refused (the old model kept serving).", failed_reloads_.load());
-  std::snprintf(line, sizeof line, "# HELP embedrt_model_generation Loads of the served model.\n# TYPE embedrt_model_generation gauge\n"
-                "embedrt_model_generation{model=\"%s\"} %llu\n", model.c_str(), static_cast<unsigned long long>(generation));
-  add(line);
-  add("# HELP embedrt_request_duration_seconds Inference request latency.\n# TYPE embedrt_request_duration_seconds histogram\n");
+  const auto metric = [&](const char* name, const char* type, const char* help, std::uint64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    sample(name, "", std::to_string(value));
+  };
+  metric("embedrt_requests_total", "counter", "Inference requests handled.", requests_.load());
+  metric("embedrt_errors_total", "counter", "Inference requests answered with a 4xx or 5xx status.", errors_.load());
+  metric("embedrt_tokens_total", "counter", "Tokens embedded.", tokens_.load());
+  metric("embedrt_reloads_total", "counter", "Successful model reloads.", reloads_.load());
+  metric("embedrt_failed_reloads_total", "counter", "Reloads refused (the old model kept serving).", failed_reloads_.load());
+  metric("embedrt_model_generation", "gauge", "Loads of the served model.", gauges.generation);
+  metric("embedrt_model_ready", "gauge", "1 when the model answers requests, 0 while its file is being rewritten.",
+         gauges.ready ? 1 : 0);
+  metric("embedrt_open_connections", "gauge", "Client connections open.", gauges.open_connections);
+  metric("embedrt_inflight_bytes", "gauge", "Bytes reserved by requests in flight (--max-inflight-bytes).",
+         gauges.inflight_bytes);
+  metric("embedrt_inflight_limit_bytes", "gauge", "The in-flight memory budget.", gauges.inflight_limit);
+  out += "# HELP embedrt_request_duration_seconds Inference request latency.\n"
+         "# TYPE embedrt_request_duration_seconds histogram\n";
   std::uint64_t cumulative = 0;
+  char number[64];
   for (std::size_t b = 0; b <= kBuckets.size(); ++b) {
     cumulative += buckets_[b].load();
     if (b < kBuckets.size()) {
-      std::snprintf(line, sizeof line, "embedrt_request_duration_seconds_bucket{model=\"%s\",le=\"%g\"} %llu\n", model.c_str(),
-                    kBuckets[b], static_cast<unsigned long long>(cumulative));
+      std::snprintf(number, sizeof number, "%g", kBuckets[b]);
     } else {
-      std::snprintf(line, sizeof line, "embedrt_request_duration_seconds_bucket{model=\"%s\",le=\"+Inf\"} %llu\n",
-                    model.c_str(), static_cast<unsigned long long>(cumulative));
+      std::snprintf(number, sizeof number, "+Inf");
     }
-    add(line);
+    sample("embedrt_request_duration_seconds_bucket", std::string(",le=\"") + number + "\"", std::to_string(cumulative));
   }
-  std::snprintf(line, sizeof line, "embedrt_request_duration_seconds_sum{model=\"%s\"} %.6f\nembedrt_request_duration_seconds_count{model=\"%s\"} %llu\n",
-                model.c_str(), static_cast<double>(latency_micros_.load()) / 1e6, model.c_str(),
-                static_cast<unsigned long long>(cumulative));
-  add(line);
+  std::snprintf(number, sizeof number, "%.6f", static_cast<double>(latency_micros_.load()) / 1e6);
+  sample("embedrt_request_duration_seconds_sum", "", number);
+  sample("embedrt_request_duration_seconds_count", "", std::to_string(cumulative));
   return out;
 }
 

@@ -15,12 +15,23 @@ class Metrics {
 
   void record(int status, std::uint64_t tokens, double seconds);
   void record_reload(bool ok);
-  std::string render(const std::string& model, std::uint64_t generation) const;
+
+  // Values read at render time.
+  struct Gauges {
+    std::uint64_t generation = 0;
+    bool ready = false;
+    std::uint64_t open_connections = 0;
+    std::uint64_t inflight_bytes = 0, inflight_limit = 0;
+  };
+  std::string render(const std::string& model, const Gauges& gauges) const;
 
  private:
   std::atomic<std::uint64_t> requests_{0}, errors_{0}, tokens_{0}, reloads_{0}, failed_reloads_{0};
   std::array<std::atomic<std::uint64_t>, kBuckets.size() + 1> buckets_{};  // last: +Inf
   std::atomic<std::uint64_t> latency_micros_{0};
 };
+
+// A label value escaped as the Prometheus text format requires (backslash, double quote, newline).
+std::string prometheus_label(const std::string& value);
 
 }  // namespace embedrt::serve

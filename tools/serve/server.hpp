@@ -1,7 +1,9 @@
 // `embedrt serve`: the KServe v2 HTTP endpoints over one hot-reloadable model.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace embedrt::serve {
@@ -11,13 +13,21 @@ struct ServerOptions {
   std::string name;  // default: the file's stem
   std::string host = "127.0.0.1";
   int port = 8080;
-  int threads = 8;   // HTTP worker threads
+  unsigned threads = 0;  // inference workers; 0: one per hardware thread
   std::uint64_t max_batch_tokens = 65536;
-  std::uint64_t max_body_bytes = 64u << 20;
+  std::optional<std::uint64_t> max_body_bytes;  // default: default_max_body_bytes(max_batch_tokens)
+  std::uint64_t max_connections = 4096;
+  std::uint64_t max_inflight_bytes = std::uint64_t{1} << 30;
+  std::chrono::milliseconds header_timeout{10'000}, request_timeout{30'000}, idle_timeout{60'000},
+      drain_timeout{10'000};
 };
 
+// The largest body a request of `max_batch_tokens` needs: input_ids and token_type_ids as JSON
+// (up to 32 bytes per value with separators and spaces) plus 1 MiB for everything else.
+std::uint64_t default_max_body_bytes(std::uint64_t max_batch_tokens);
+
 // Serves until SIGTERM or SIGINT (graceful: in-flight requests finish), then returns the exit
-// code: 0 after a clean stop, 1 when the model cannot be loaded or the port cannot be bound.
+// code: 0 after a clean stop, 1 when the model cannot be loaded or the address cannot be bound.
 int run_server(const ServerOptions& options);
 
 }  // namespace embedrt::serve

@@ -1,0 +1,309 @@
+#include "service.hpp"
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "kserve_protocol.hpp"
+
+namespace embedrt::serve {
+namespace {
+
+HttpResponse json_response(int status, std::string body) {
+  HttpResponse response;
+  response.status = status;
+  response.body = std::move(body);
+  return response;
+}
+
+HttpResponse error_response(int status, const std::string& message) { return json_response(status, error_json(message)); }
+
+HttpResponse busy_response(const InflightBudget& budget, std::uint64_t wanted) {
+  HttpResponse response = error_response(
+      503, "the server is at its in-flight memory budget (" + std::to_string(budget.in_use()) + " of " +
+               std::to_string(budget.limit()) + " bytes, --max-inflight-bytes); this request needs " +
+               std::to_string(wanted) + " more; retry later");
+  response.headers.emplace_back("Retry-After", "1");
+  return response;
+}
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    unsigned value = 0;
+    if (text.size() - i < 3) return std::nullopt;
+    const auto [ptr, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
+    if (ec != std::errc() || ptr != text.data() + i + 3) return std::nullopt;
+    out += static_cast<char>(value);
+    i += 2;
+  }
+  return out;
+}
+
+enum class Endpoint { kNone, kServer, kLive, kReady, kModel, kModelReady, kInfer, kLoad, kMetrics };
+
+struct Route {
+  Endpoint endpoint = Endpoint::kNone;
+  std::string model;
+  std::optional<std::string> version;  // from /versions/{v}/
+  const char* method = "GET";
+};
+
+// The route of a request target ("/v2/models/gpt2/versions/1/infer?x"), or nullopt when a
+// percent-escape in it is malformed.
+std::optional<Route> route_of(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  std::vector<std::string> parts;
+  if (target.empty() || target[0] != '/') return Route{};
+  for (std::size_t begin = 1; begin <= target.size();) {
+    const std::size_t end = std::min(target.find('/', begin), target.size());
+    auto part = percent_decode(target.substr(begin, end - begin));
+    if (!part) return std::nullopt;
+    parts.push_back(std::move(*part));
+    begin = end + 1;
+  }
+  Route r;
+  const auto is = [&](std::initializer_list<const char*> expected) {
+    if (parts.size() != expected.size()) return false;
+    std::size_t i = 0;
+    for (const char* e : expected) {
+      if (e != nullptr && parts[i] != e) return false;
+      ++i;
+    }
+    return true;
+  };
+  if (is({"v2"})) {
+    r.endpoint = Endpoint::kServer;
+  } else if (is({"v2", "health", "live"})) {
+    r.endpoint = Endpoint::kLive;
+  } else if (is({"v2", "health", "ready"})) {
+    r.endpoint = Endpoint::kReady;
+  } else if (is({"metrics"})) {
+    r.endpoint = Endpoint::kMetrics;
+  } else if (is({"v2", "repository", "models", nullptr, "load"})) {
+    r = {Endpoint::kLoad, parts[3], std::nullopt, "POST"};
+  } else if (parts.size() >= 3 && parts[0] == "v2" && parts[1] == "models") {
+    r.model = parts[2];
+    std::size_t rest = 3;
+    if (parts.size() >= 5 && parts[3] == "versions") {
+      r.version = parts[4];
+      rest = 5;
+    }
+    if (parts.size() == rest) {
+      r.endpoint = Endpoint::kModel;
+    } else if (parts.size() == rest + 1 && parts[rest] == "ready") {
+      r.endpoint = Endpoint::kModelReady;
+    } else if (parts.size() == rest + 1 && parts[rest] == "infer") {
+      r.endpoint = Endpoint::kInfer;
+      r.method = "POST";
+    }
+  }
+  return r;
+}
+
+std::string path_of(std::string_view target) { return std::string(target.substr(0, target.find('?'))); }
+
+}  // namespace
+
+Service::Service(const ServiceOptions& options, InflightBudget& budget) : options_(options), budget_(budget) {}
+
+Status Service::load() {
+  const Status s = slot_.load(options_.name, options_.model_path, {});
+  metrics_.record_reload(s.ok());
+  if (s) {
+    auto model = slot_.get();
+    std::fprintf(stderr, "embedrt serve: model '%s' generation %llu from %s (isa %s)\n", options_.name.c_str(),
+                 static_cast<unsigned long long>(model->generation), options_.model_path.c_str(),
+                 std::string(isa_name(model->embedder.isa())).c_str());
+  } else {
+    std::fprintf(stderr, "embedrt serve: reload refused, %s: %s\n",
+                 slot_.get() ? "still serving the previous model" : "no model loaded", s.error().message().c_str());
+  }
+  return s;
+}
+
+bool Service::is_cheap(const HttpRequest& request) const {
+  const auto route = route_of(request.target);
+  return !route || (route->endpoint != Endpoint::kInfer && route->endpoint != Endpoint::kLoad);
+}
+
+Metrics::Gauges Service::gauges() const {
+  auto model = slot_.get();
+  Metrics::Gauges g;
+  g.generation = model ? model->generation : 0;
+  g.ready = model && !model->damaged.load();
+  g.open_connections = open_connections ? open_connections() : 0;
+  g.inflight_bytes = budget_.in_use();
+  g.inflight_limit = budget_.limit();
+  return g;
+}
+
+HttpResponse Service::handle(HttpRequest&& request) {
+  const auto route = route_of(request.target);
+  if (!route) return error_response(400, "the URL " + path_of(request.target) + " holds a malformed percent-escape");
+  if (route->endpoint == Endpoint::kNone) {
+    return error_response(404, "no route for " + request.method + " " + path_of(request.target));
+  }
+  if (request.method != route->method) {
+    HttpResponse response = error_response(405, request.method + " is not allowed on " + path_of(request.target) +
+                                                    " (use " + route->method + ")");
+    response.headers.emplace_back("Allow", route->method);
+    return response;
+  }
+  auto model = slot_.get();
+  const bool ready = model && !model->damaged.load();
+  switch (route->endpoint) {
+    case Endpoint::kServer: return json_response(200, server_metadata_json());
+    case Endpoint::kLive: return json_response(200, R"({"live":true})");
+    case Endpoint::kReady: return json_response(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
+    case Endpoint::kMetrics: {
+      HttpResponse response = json_response(200, metrics_.render(options_.name, gauges()));
+      response.content_type = "text/plain; version=0.0.4";
+      return response;
+    }
+    default: break;
+  }
+  // Model endpoints: the name (and version, when given) must be the served one.
+  if (!model || route->model != model->name) {
+    return error_response(404, "model '" + route->model + "' is not served here" +
+                                   (model ? " (serving '" + model->name + "')" : std::string()));
+  }
+  if (route->version && *route->version != "1") {
+    return error_response(404, "model '" + route->model + "' has no version '" + *route->version + "' (it has version 1)");
+  }
+  switch (route->endpoint) {
+    case Endpoint::kModel: {
+      const Model& m = model->embedder.model();
+      return json_response(200, model_metadata_json(model->name, m.dim(), m.segment() != nullptr, natural_output_dtype(m)));
+    }
+    case Endpoint::kModelReady: return json_response(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
+    case Endpoint::kLoad: {
+      const Status s = load();
+      if (s) return json_response(200, R"({"loaded":true})");
+      return error_response(400, std::string(slot_.ready() ? "reload refused, the previous model keeps serving: "
+                                                           : "reload refused: ") + s.error().message());
+    }
+    case Endpoint::kInfer: {
+      const auto start = std::chrono::steady_clock::now();
+      std::uint64_t tokens = 0;
+      HttpResponse response = infer(model, request, tokens);
+      metrics_.record(response.status, tokens, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return response;
+    }
+    default: break;
+  }
+  return error_response(404, "no route for " + request.method + " " + path_of(request.target));
+}
+
+HttpResponse Service::infer(const std::shared_ptr<const ServedModel>& model, HttpRequest& request, std::uint64_t& tokens) {
+  if (model->damaged.load()) {
+    return error_response(503, "the model file " + model->path +
+                                   " was rewritten in place; the model is not ready until the file is valid again "
+                                   "and reloaded");
+  }
+  std::optional<std::uint64_t> header_length;
+  if (request.inference_header_length) {
+    const std::string& value = *request.inference_header_length;
+    std::uint64_t n = 0;
+    const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || ptr != value.data() + value.size()) {
+      return error_response(400, "Inference-Header-Content-Length '" + value + "' is not a byte count");
+    }
+    header_length = n;
+  }
+  // Parsing builds a JSON tree and integer vectors: bounded by 24 bytes per byte of JSON (a
+  // tree node per two-byte value, plus growth slack and copies) and 4 per byte of binary data.
+  const std::uint64_t json_bytes = std::min<std::uint64_t>(header_length.value_or(request.body.size()), request.body.size());
+  const std::uint64_t parse_bytes = 24 * json_bytes + 4 * (request.body.size() - json_bytes);
+  BudgetLease parse_lease = budget_.try_reserve(parse_bytes);
+  if (!parse_lease) return busy_response(budget_, parse_bytes);
+  auto parsed = parse_infer_request(request.body, header_length, options_.max_batch_tokens);
+  if (!parsed) return error_response(400, parsed.error().message());
+  request.body = std::string();  // the ids are parsed out; the text is no longer needed
+
+  const Model& m = model->embedder.model();
+  const std::uint64_t dim = m.dim();
+  // The model's own output dtype (bf16 for a bf16 table, as transformers computes it).
+  const OutputDType dtype = natural_output_dtype(m);
+  const std::uint64_t element = dtype == OutputDType::kF32 ? 4 : 2;
+  // ids <= --max-batch-tokens (2^32 at most) and dim < 2^32: these products cannot overflow.
+  const std::uint64_t count = parsed->ids.size() * dim;
+  const std::uint64_t output_bytes = count * element;
+  // A JSON response spells each value in at most 16 bytes ("-1.17549435e-38,").
+  const std::uint64_t text_bytes = (parsed->binary_output ? output_bytes : 16 * count) + 4096;
+  if (output_bytes + text_bytes > budget_.limit()) {
+    return error_response(400, "the response to " + std::to_string(parsed->ids.size()) + " tokens needs " +
+                                   std::to_string(output_bytes + text_bytes) + " bytes, more than --max-inflight-bytes " +
+                                   std::to_string(budget_.limit()) + "; send fewer tokens" +
+                                   (parsed->binary_output ? "" : " or ask for binary output"));
+  }
+  BudgetLease output_lease = budget_.try_reserve(output_bytes + text_bytes);
+  if (!output_lease) return busy_response(budget_, output_bytes + text_bytes);
+
+  std::vector<float> out_f32(dtype == OutputDType::kF32 ? count : 0);
+  std::vector<std::uint16_t> out_16(dtype == OutputDType::kF32 ? 0 : count);
+  const OutputSpan out_span = dtype == OutputDType::kF32 ? OutputSpan(out_f32) : OutputSpan(out_16, dtype);
+  EmbedRequest r;
+  r.ids = parsed->ids;
+  r.sequences = parsed->batch;
+  r.start_positions = parsed->starts;
+  r.segment_ids = parsed->segments;
+  if (Status s = model->embedder.embed(r, out_span); !s) {
+    if (s.error().code() == ErrorCode::kIo) {
+      // The mapping lost pages (the file was truncated under it): never answer from it again.
+      model->damaged.store(true);
+      return error_response(503, s.error().message());
+    }
+    return error_response(400, std::string(protocol_input(s.error())) + ": " + s.error().message());
+  }
+  const auto bytes = dtype == OutputDType::kF32 ? std::as_bytes(std::span(out_f32)) : std::as_bytes(std::span(out_16));
+  auto made = make_infer_response(model->name, *parsed, dim, dtype, bytes);
+  if (!made) return error_response(500, made.error().message());
+  tokens = parsed->ids.size();
+  HttpResponse response = json_response(200, std::move(made->body));
+  if (made->header_length) {
+    response.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*made->header_length));
+    response.content_type = "application/octet-stream";
+  }
+  response.lease = std::move(output_lease);
+  return response;
+}
+
+void Service::watch_file(const std::function<void(std::function<void()>)>& run_later) {
+  auto model = slot_.get();
+  if (!model) return;
+  const std::optional<FileIdentity> now = FileIdentity::of(model->path);
+  const std::optional<FileIdentity> before = std::exchange(last_seen_, now);
+  if (now && *now == model->identity) return;
+  if ((!now || !now->same_file(model->identity)) && !model->damaged.load()) {
+    // Replaced by rename or removed: the mapping still holds the old inode, intact.
+    if (now != replacement_told_) {
+      replacement_told_ = now;
+      std::fprintf(stderr, "embedrt serve: %s was %s; still serving generation %llu (SIGHUP or POST "
+                   "/v2/repository/models/%s/load switches)\n", model->path.c_str(), now ? "replaced" : "removed",
+                   static_cast<unsigned long long>(model->generation), model->name.c_str());
+    }
+    return;
+  }
+  // Same inode, new size or times: rewritten in place under the mapping (or, once damaged,
+  // anything new at the path is worth a reload).
+  if (!model->damaged.exchange(true)) {
+    std::fprintf(stderr, "embedrt serve: %s is being rewritten in place; not ready until it is valid and reloaded\n",
+                 model->path.c_str());
+  }
+  // Reload once the file has held still for a tick, once per state of the file.
+  if (!now || before != now || reload_tried_ == now || reloading_->exchange(true)) return;
+  reload_tried_ = now;
+  run_later([this, flag = reloading_] {
+    (void)load();
+    flag->store(false);
+  });
+}
+
+}  // namespace embedrt::serve
