@@ -141,6 +141,55 @@ def test_endpoints(server, seed):
     check("binary mode", ok, raw[:200])
 
 
+def test_routes(server, seed):
+    status, body, _ = server.get("/v2")
+    meta = json.loads(body)
+    check("server metadata", status == 200 and meta["name"] == "embedrt" and meta["version"] and
+          "binary_tensor_data" in meta["extensions"], body)
+    status, body, _ = server.get("/v2/models/model/versions/1")
+    check("versioned model metadata", status == 200 and json.loads(body)["name"] == "model", body)
+    status, body, _ = server.get("/v2/models/model/versions/1/ready")
+    check("versioned ready", status == 200 and json.loads(body)["ready"] is True, body)
+    status, body, _ = server.get("/v2/models/model/versions/2/ready")
+    check("unknown version -> 404", status == 404 and b"has no version '2'" in body, body)
+    ids = [[3, 4]]
+    status, body, _ = server.request("POST", "/v2/models/model/versions/1/infer",
+                                     json.dumps({"inputs": [ids_input(ids)]}).encode())
+    check("versioned infer", status == 200 and np.array_equal(embeddings(json.loads(body)), expected(seed, ids)), body)
+    status, body, headers = server.request("GET", "/v2/models/model/infer")
+    check("wrong method -> 405 with Allow", status == 405 and headers.get("Allow") == "POST" and
+          json.loads(body)["error"], (status, body))
+    status, body, _ = server.get("/v2/models/%zz/ready")
+    check("malformed percent-escape -> 400", status == 400 and b"percent-escape" in body, body)
+
+
+def test_non_finite_json(work):
+    """JSON cannot carry NaN or Infinity: a JSON response refuses them, binary output carries them."""
+    path = os.path.join(work, "nan.embt")
+    tok = np.ones((4, 2), dtype=np.float32)
+    tok[1, 0], tok[2, 1] = np.nan, np.inf
+    write_embt(path, [("tok", "token", "f32", tok)], {"model.family": "llama"})
+    server = Server(path)
+    try:
+        status, body, _ = server.request("POST", "/v2/models/nan/infer", json.dumps({"inputs": [ids_input([[0, 1]])]}).encode())
+        check("NaN in a JSON response -> refused, naming binary output", status == 500 and b"binary_data_output" in body and
+              b"NaN" in body, body)
+        status, body, _ = server.request("POST", "/v2/models/nan/infer", json.dumps({"inputs": [ids_input([[0]])]}).encode())
+        check("finite values still answer in JSON", status == 200, body)
+        header = json.dumps({"inputs": [ids_input([[1, 2]])], "parameters": {"binary_data_output": True}}).encode()
+        status, raw, headers = server.request("POST", "/v2/models/nan/infer", header)
+        n = int(headers.get("Inference-Header-Content-Length", -1))
+        values = np.frombuffer(raw[n:], dtype="<f4") if status == 200 else None
+        check("binary output carries NaN and Infinity", values is not None and np.isnan(values[0]) and np.isinf(values[3]),
+              raw[:200])
+        status, body, _ = server.request("POST", "/v2/models/nan/infer", b'{"inputs": [{"name": "input_ids", "shape": [1, 1], '
+                                         b'"datatype": "INT64", "data": [NaN]}]}')
+        check("NaN in a request -> 400", status == 400 and b"not valid JSON" in body, body)
+    finally:
+        server.proc.kill()
+        server.proc.wait()
+
+
 def test_bad_requests(server):
     cases = [
         (b"{not json", 400, "body is not valid JSON"),
@@ -270,7 +319,7 @@ with tempfile.TemporaryDirectory() as work:
     write_model(model, 1)
     server = Server(model, "--max-batch-tokens", "2048", "--max-body-bytes", "200000", "--threads", "8")
     try:
-        for test in (lambda: test_endpoints(server, 1), lambda: test_bad_requests(server),
+        for test in (lambda: test_endpoints(server, 1), lambda: test_routes(server, 1), lambda: test_bad_requests(server),
                      lambda: test_concurrency(server, 1), lambda: test_reload(server, model), lambda: test_sigterm(server)):
             try:
                 test()
@@ -279,6 +328,10 @@ with tempfile.TemporaryDirectory() as work:
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
+    try:
+        test_non_finite_json(work)
+    except Exception as e:
+        check("test raised", False, repr(e))
     r = subprocess.run([CLI, "serve", os.path.join(work, "missing.embt"), "--port", str(free_port())],
                        capture_output=True, text=True, timeout=20)
     check("a missing model exits 1 with a message", r.returncode == 1 and "missing.embt" in r.stderr, r.stderr)
