@@ -40,6 +40,8 @@ constexpr std::uint64_t kMaxRefusalsInFlight = 256;
 // After a response that closes the connection, unread request bytes are drained for this long,
 // so the client reads the response instead of a reset.
 constexpr std::chrono::milliseconds kLinger{1000};
+// Bytes read from a socket at a time.
+constexpr std::size_t kReadChunk = 16 * 1024;
 
 }  // namespace
 
@@ -83,7 +85,13 @@ struct HttpServer::Impl {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(HttpServer::Impl& server, tcp::socket socket, bool counted)
-      : server_(server), socket_(std::move(socket)), deadline_(server.ioc), counted_(counted) {
+      : server_(server),
+        socket_(std::move(socket)),
+        deadline_(server.ioc),
+        counted_(counted),
+        // Headers plus one read of body: what a connection holds while a request arrives (the
+        // body itself moves into the request, reserved from the budget).
+        buffer_(server.limits.max_header_bytes + kReadChunk) {
     server_.remember(this, counted_);
   }
   ~Connection() { server_.forget(this, counted_); }
@@ -139,7 +147,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kIdle;
     if (buffer_.size() > 0) return read_header();  // a pipelined request is already here
     arm(Clock::now() + server_.limits.idle_timeout);
-    socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](error_code ec, std::size_t n) {
+    socket_.async_read_some(buffer_.prepare(kReadChunk), [self = shared_from_this()](error_code ec, std::size_t n) {
       if (ec) return self->close();
       self->buffer_.commit(n);
       self->read_header();
@@ -206,7 +214,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return refuse(408, std::string("the request's ") + part + " did not arrive within " + seconds_text(limit) + " (" +
                              flag + ")");
     }
-    if (ec == http::error::header_limit) {
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
       return refuse(431, "the request headers exceed " + std::to_string(server_.limits.max_header_bytes) + " bytes");
     }
     if (ec == http::error::body_limit) {
@@ -298,7 +306,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
   void discard() {
     buffer_.consume(buffer_.size());
-    socket_.async_read_some(buffer_.prepare(16384), [self = shared_from_this()](error_code ec, std::size_t) {
+    socket_.async_read_some(buffer_.prepare(kReadChunk), [self = shared_from_this()](error_code ec, std::size_t) {
       if (ec) return self->close();
       self->discard();
     });
