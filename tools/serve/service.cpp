@@ -123,7 +123,8 @@ Status Service::load() {
                  std::string(isa_name(model->embedder.isa())).c_str());
   } else {
     std::fprintf(stderr, "embedrt serve: reload refused, %s: %s\n",
-                 slot_.get() ? "still serving the previous model" : "no model loaded", s.error().message().c_str());
+                 slot_.ready() ? "still serving the previous model" : "not ready until a reload succeeds",
+                 s.error().message().c_str());
   }
   return s;
 }
