@@ -6,6 +6,7 @@
 #include <string>
 
 #include "embedrt/embedder.hpp"
+#include "embedrt/fault_guard.hpp"
 #include "embedrt/model.hpp"
 #include "embedrt/version.hpp"
 
@@ -74,6 +75,13 @@ embedrt_status embedrt_model_open(const char* path, embedrt_model** model, embed
     auto opened = embedrt::Model::open(path);
     if (!opened) return fail(error, opened.error());
     *model = new embedrt_model{std::move(*opened)};
+    return EMBEDRT_OK;
+  });
+}
+
+embedrt_status embedrt_install_fault_guard(embedrt_error** error) {
+  return guarded(error, [&]() -> embedrt_status {
+    if (embedrt::Status s = embedrt::install_fault_guard(); !s) return fail(error, s.error());
     return EMBEDRT_OK;
   });
 }

@@ -159,6 +159,8 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
     length = n / r.sequences;
   }
   if (n == 0) return {};
+  // A mapping that lost pages to a truncation is never read from again (embedrt/fault_guard.hpp).
+  if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
   if (!r.start_positions.empty() && r.start_positions.size() != r.sequences) {
     return request_error(ErrorCode::kInvalidArgument, std::to_string(r.start_positions.size()) + " start positions for " +
                                                           std::to_string(r.sequences) + " sequences", "start_positions");
@@ -259,9 +261,15 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
   }
   const kernels::RangeKernel kernel = kernels_for(isa_).get(token.dtype, out.dtype());
 
+  // Pages lost while the kernels read (the file truncated meanwhile) were read as zeros: the
+  // output is wrong, say so.
+  const auto checked = [&]() -> Status {
+    if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
+    return {};
+  };
   if (out_bytes <= options_.inline_bytes) {
     kernel(a, 0, n);  // small requests: no task overhead
-    return {};
+    return checked();
   }
   // Contiguous chunks of about 128 KiB of output: large enough to amortize a task, small enough
   // to balance the load and to keep a chunk's rows within L2 while they are written.
@@ -283,7 +291,7 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
   } else {
     run();
   }
-  return {};
+  return checked();
 }
 
 }  // namespace embedrt

@@ -1,6 +1,7 @@
 #include "embedrt/mapped_file.hpp"
 
 #include "errno_message.hpp"
+#include "fault_registry.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -32,7 +33,9 @@ void release_resident_pages(const std::byte* begin, const std::byte* end) noexce
 }
 
 Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& options) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
+  // refused below as not a regular file. (No effect on regular files.)
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     const int e = errno;
     return Error(e == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
@@ -81,10 +84,14 @@ Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& o
   return MappedFile(static_cast<const std::byte*>(addr), size, locked);
 }
 
+MappedFile::MappedFile(const std::byte* data, std::size_t size, bool locked)
+    : data_(data), size_(size), locked_(locked), fault_slot_(detail::register_mapping(data, size)) {}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      locked_(std::exchange(other.locked_, false)) {}
+      locked_(std::exchange(other.locked_, false)),
+      fault_slot_(std::exchange(other.fault_slot_, detail::kNoFaultSlot)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
@@ -92,14 +99,19 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     locked_ = std::exchange(other.locked_, false);
+    fault_slot_ = std::exchange(other.fault_slot_, detail::kNoFaultSlot);
   }
   return *this;
 }
+
+std::uint64_t MappedFile::faults() const noexcept { return detail::mapping_faults(fault_slot_); }
 
 MappedFile::~MappedFile() { release(); }
 
 void MappedFile::release() noexcept {
   if (data_ == nullptr) return;
+  detail::unregister_mapping(fault_slot_);
+  fault_slot_ = detail::kNoFaultSlot;
   void* addr = const_cast<std::byte*>(data_);
   if (locked_) ::munlock(addr, size_);
   ::munmap(addr, size_);

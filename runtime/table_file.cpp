@@ -340,7 +340,24 @@ Status verify_row_padding(const std::string& path, const TableView& t) {
 }
 }  // namespace
 
+std::uint64_t TableFile::lost_pages() const noexcept { return impl_->mapping.faults(); }
+
+Error TableFile::damaged_error() const {
+  return Error(ErrorCode::kIo,
+               "the model file '" + impl_->path + "' was truncated or rewritten in place while mapped (" +
+                   std::to_string(lost_pages()) + " pages lost); its data can no longer be trusted: reopen it",
+               {.file = impl_->path});
+}
+
 Status TableFile::verify() const {
+  // A truncation during the checks below zero-fills pages; checked at the end too.
+  if (lost_pages() != 0) return damaged_error();
+  if (Status s = verify_contents(); !s) return lost_pages() != 0 ? Status(damaged_error()) : s;
+  if (lost_pages() != 0) return damaged_error();
+  return {};
+}
+
+Status TableFile::verify_contents() const {
   // Padding between regions is not covered by any checksum: check that it is zero.
   const auto file = impl_->mapping.bytes();
   const std::byte* h = file.data();

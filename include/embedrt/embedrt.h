@@ -69,6 +69,10 @@ const char* embedrt_error_message(const embedrt_error* error);
 void embedrt_error_free(embedrt_error* error);
 
 embedrt_status embedrt_model_open(const char* path, embedrt_model** model, embedrt_error** error);
+
+/* Turns SIGBUS from a model file truncated under its mapping into an error of the call that read
+ * it (embedrt/fault_guard.hpp). Opt-in, process-wide, idempotent. */
+embedrt_status embedrt_install_fault_guard(embedrt_error** error);
 void embedrt_model_free(embedrt_model* model);
 uint64_t embedrt_model_dim(const embedrt_model* model);
 uint64_t embedrt_model_vocab_size(const embedrt_model* model);

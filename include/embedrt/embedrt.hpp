@@ -2,6 +2,7 @@
 #pragma once
 
 #include "embedrt/error.hpp"
+#include "embedrt/fault_guard.hpp"
 #include "embedrt/format.hpp"
 #include "embedrt/model.hpp"
 #include "embedrt/reference.hpp"

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
@@ -24,14 +25,19 @@ class MappedFile {
 
   std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
 
+  // Pages lost because the file was truncated under the mapping and replaced by zeros: nonzero
+  // means the bytes can no longer be trusted. Only counted once install_fault_guard() ran
+  // (embedrt/fault_guard.hpp); without it such a read kills the process with SIGBUS.
+  std::uint64_t faults() const noexcept;
+
  private:
-  MappedFile(const std::byte* data, std::size_t size, bool locked)
-      : data_(data), size_(size), locked_(locked) {}
+  MappedFile(const std::byte* data, std::size_t size, bool locked);
   void release() noexcept;
 
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   bool locked_ = false;
+  int fault_slot_ = -1;  // in the fault guard's registry (runtime/fault_registry.hpp)
 };
 
 // Drops the whole pages inside [begin, end) from this process's resident set. For file-backed

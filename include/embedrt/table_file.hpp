@@ -59,10 +59,17 @@ class TableFile {
   const TableView* find(Role role) const noexcept;
 
   // Recomputes the checksum of every table; the error names the first table that differs.
+  // Also fails when the file was truncated under the mapping (see lost_pages()).
   Status verify() const;
+  // Pages of the mapping lost to a truncation of the file (embedrt/fault_guard.hpp): nonzero
+  // means the mapped bytes can no longer be trusted and the file must be reopened.
+  std::uint64_t lost_pages() const noexcept;
+  // The error to report when lost_pages() != 0.
+  Error damaged_error() const;
   Status verify_table(const TableView& table) const;
 
  private:
+  Status verify_contents() const;
   struct Impl;
   explicit TableFile(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;

@@ -2,12 +2,18 @@
 #include <cstdio>
 
 #include "commands.hpp"
+#include "embedrt/fault_guard.hpp"
 #include "embedrt/format.hpp"
 #include "embedrt/isa.hpp"
 #include "embedrt/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace embedrt::cli;
+  // A model file truncated while a command reads it (a served model overwritten with cp) is an
+  // error of that command, not a SIGBUS crash.
+  if (embedrt::Status s = embedrt::install_fault_guard(); !s) {
+    std::fprintf(stderr, "embedrt: warning: %s\n", s.error().message().c_str());
+  }
   CLI::App app{"embedrt: token embeddings at memory-bus speed", "embedrt"};
   app.require_subcommand(1);
   const auto isa = embedrt::default_isa();
