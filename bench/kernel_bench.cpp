@@ -78,9 +78,8 @@ void BM_Embed(benchmark::State& state) {
   std::vector<std::int64_t> ids(batch * seq);
   std::mt19937_64 rng(7);
   for (auto& id : ids) id = static_cast<std::int64_t>(rng() % vocab);
-  std::vector<float> f32(out_dtype == OutputDType::kF32 ? ids.size() * dim : 0);
-  std::vector<std::uint16_t> u16(out_dtype == OutputDType::kF32 ? 0 : ids.size() * dim);
-  const embedrt::OutputSpan out = out_dtype == OutputDType::kF32 ? embedrt::OutputSpan(f32) : embedrt::OutputSpan(u16, out_dtype);
+  std::vector<std::byte> out_bytes(ids.size() * dim * embedrt::output_element_bytes(out_dtype));
+  const embedrt::OutputSpan out = embedrt::OutputSpan::from_bytes(out_bytes, out_dtype).value();
   embedrt::EmbedRequest request;
   request.ids = ids;
   request.sequences = batch;

@@ -122,9 +122,9 @@ const char* embedrt_embedder_isa(const embedrt_embedder* embedder) {
 }
 
 embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_request* request, void* out,
-                             size_t out_elements, int out_dtype, embedrt_error** error) {
+                             size_t out_bytes, int out_dtype, embedrt_error** error) {
   return guarded(error, [&]() -> embedrt_status {
-    if (embedder == nullptr || request == nullptr || (out == nullptr && out_elements > 0) ||
+    if (embedder == nullptr || request == nullptr || (out == nullptr && out_bytes > 0) ||
         (request->ids == nullptr && request->num_ids > 0)) {
       return fail(error, EMBEDRT_INVALID_ARGUMENT, "embedder, request, ids and out must not be NULL");
     }
@@ -141,20 +141,15 @@ embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_req
     if (request->start_positions) r.start_positions = {request->start_positions, request->sequences};
     r.start = request->start;
     if (request->segment_ids) r.segment_ids = std::span(request->segment_ids, n);
-    embedrt::Status s;
-    switch (out_dtype) {
-      case EMBEDRT_OUT_F32:
-        s = embedder->embedder.embed(r, embedrt::OutputSpan(std::span(static_cast<float*>(out), out_elements)));
-        break;
-      case EMBEDRT_OUT_BF16:
-      case EMBEDRT_OUT_F16:
-        s = embedder->embedder.embed(r, embedrt::OutputSpan(std::span(static_cast<std::uint16_t*>(out), out_elements),
-                                                            out_dtype == EMBEDRT_OUT_BF16 ? embedrt::OutputDType::kBF16
-                                                                                          : embedrt::OutputDType::kF16));
-        break;
-      default:
-        return fail(error, EMBEDRT_INVALID_ARGUMENT, "unknown output dtype " + std::to_string(out_dtype));
+    if (out_dtype != EMBEDRT_OUT_F32 && out_dtype != EMBEDRT_OUT_BF16 && out_dtype != EMBEDRT_OUT_F16) {
+      return fail(error, EMBEDRT_INVALID_ARGUMENT, "unknown output dtype " + std::to_string(out_dtype));
     }
+    const auto dtype = out_dtype == EMBEDRT_OUT_F32    ? embedrt::OutputDType::kF32
+                       : out_dtype == EMBEDRT_OUT_BF16 ? embedrt::OutputDType::kBF16
+                                                       : embedrt::OutputDType::kF16;
+    auto span = embedrt::OutputSpan::from_bytes({static_cast<std::byte*>(out), out_bytes}, dtype);
+    if (!span) return fail(error, span.error());
+    const embedrt::Status s = embedder->embedder.embed(r, *span);
     if (!s) return fail(error, s.error());
     return EMBEDRT_OK;
   });

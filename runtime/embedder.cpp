@@ -128,9 +128,35 @@ Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
   return Embedder(std::move(model), options, isa, last_level_cache_bytes());
 }
 
+std::size_t output_element_bytes(OutputDType dtype) noexcept {
+  switch (dtype) {
+    case OutputDType::kF32: return 4;
+    case OutputDType::kBF16:
+    case OutputDType::kF16: return 2;
+  }
+  return 0;
+}
+
+Result<OutputSpan> OutputSpan::from_bytes(std::span<std::byte> out, OutputDType dtype) {
+  const std::size_t element = output_element_bytes(dtype);
+  if (element == 0) {
+    return Error(ErrorCode::kInvalidArgument, "output dtype value " + std::to_string(static_cast<int>(dtype)) +
+                                                  " is not f32, bf16 or f16", {.field = "output"});
+  }
+  if (out.size() % element != 0) {
+    return Error(ErrorCode::kInvalidArgument, "output buffer of " + std::to_string(out.size()) + " bytes is not a whole number of " +
+                                                  std::string(output_dtype_name(dtype)) + " elements", {.field = "output"});
+  }
+  return OutputSpan(out.data(), out.size() / element, dtype);
+}
+
 Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
   const std::uint64_t n = r.ids.size();
   const std::uint64_t dim = model_.dim();
+  if (output_element_bytes(out.dtype()) == 0) {
+    return Error(ErrorCode::kInvalidArgument, "output dtype value " + std::to_string(static_cast<int>(out.dtype())) +
+                                                  " is not f32, bf16 or f16", {.field = "output"});
+  }
 
   // Shape of the request.
   if (out.size() / dim != n || out.size() % dim != 0) {

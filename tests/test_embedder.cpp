@@ -4,6 +4,8 @@
 // tested scalar conversion; LayerNorm within 1e-5.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <type_traits>
 #include <cmath>
 #include <cstring>
 #include <oneapi/tbb/task_arena.h>
@@ -183,7 +185,7 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
           if (inline_bytes == 0) continue;  // 16-bit outputs: inline path, streaming on and off
           for (OutputDType od : {OutputDType::kBF16, OutputDType::kF16}) {
             std::vector<std::uint16_t> bits(want.size());
-            REQUIRE(embedder->embed(request, OutputSpan(bits, od)));
+            REQUIRE(embedder->embed(request, OutputSpan::from_bytes(std::as_writable_bytes(std::span(bits)), od).value()));
             const std::vector<float> decoded = decode_output(bits, od);
             int bad = 0;
             for (std::size_t k = 0; k < want.size(); ++k) {
@@ -477,21 +479,21 @@ TEST_CASE("LayerNorm results are bit-identical on every ISA") {
       r.sequences = 3;
       r.segment_ids = segments;
       std::vector<float> scalar_f32(ids.size() * dim);
-      std::vector<std::uint16_t> scalar_bf16(ids.size() * dim);
+      std::vector<BFloat16> scalar_bf16(ids.size() * dim);
       auto scalar = Embedder::create(model, {.isa = Isa::kScalar});
       REQUIRE(scalar);
       REQUIRE(scalar->embed(r, OutputSpan(scalar_f32)));
-      REQUIRE(scalar->embed(r, OutputSpan(scalar_bf16, OutputDType::kBF16)));
+      REQUIRE(scalar->embed(r, OutputSpan(scalar_bf16)));
       for (Isa isa : supported_isas()) {
         CAPTURE(isa_name(isa));
         auto e = Embedder::create(model, {.isa = isa, .inline_bytes = isa == Isa::kAvx2 ? 0u : std::size_t{1} << 30});
         REQUIRE(e);
         std::vector<float> f32(scalar_f32.size());
-        std::vector<std::uint16_t> bf16(scalar_bf16.size());
+        std::vector<BFloat16> bf16(scalar_bf16.size());
         REQUIRE(e->embed(r, OutputSpan(f32)));
-        REQUIRE(e->embed(r, OutputSpan(bf16, OutputDType::kBF16)));
+        REQUIRE(e->embed(r, OutputSpan(bf16)));
         CHECK(std::memcmp(f32.data(), scalar_f32.data(), f32.size() * 4) == 0);
-        CHECK(bf16 == scalar_bf16);
+        CHECK(std::memcmp(bf16.data(), scalar_bf16.data(), bf16.size() * 2) == 0);
       }
     }
   }
@@ -534,4 +536,46 @@ TEST_CASE("errors carry structured context; a failed Result's value() is a defin
   Result<int> fine = 3;
   CHECK_THROWS_AS(fine.error(), BadResultAccess);
   CHECK_THROWS_AS(Status{}.error(), BadResultAccess);
+}
+
+TEST_CASE("output spans: the element type is the dtype; raw bytes are checked") {
+  TempDir dir;
+  const std::uint64_t vocab = 8, dim = 4;
+  std::vector<float> tok(vocab * dim, 1.5f);
+  const TableData tables[] = {{{"tok", Role::kToken, DType::kF32, vocab, dim}, std::as_bytes(std::span(tok))}};
+  REQUIRE(write_table_file(dir.file("o.embt"), tables, Metadata{}));
+  auto model = Model::open(dir.file("o.embt"));
+  REQUIRE(model);
+  auto embedder = Embedder::create(*model);
+  REQUIRE(embedder);
+  std::vector<std::int64_t> ids = {1, 2, 3};
+  EmbedRequest r;
+  r.ids = ids;
+  // A 16-bit buffer's bytes passed as float32: half the elements the request needs, refused
+  // before anything is written (this was a heap overflow when a span<uint16_t> took any dtype).
+  std::vector<std::uint16_t> bits(ids.size() * dim, 0x1234);
+  auto as_f32 = OutputSpan::from_bytes(std::as_writable_bytes(std::span(bits)), OutputDType::kF32);
+  REQUIRE(as_f32);
+  CHECK(as_f32->size() == bits.size() / 2);
+  const Status s = embedder->embed(r, *as_f32);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().context().field == "output");
+  CHECK(std::all_of(bits.begin(), bits.end(), [](std::uint16_t b) { return b == 0x1234; }));
+  // Not a whole number of elements; a dtype value outside the enum.
+  CHECK_FALSE(OutputSpan::from_bytes(std::as_writable_bytes(std::span(bits)).first(5), OutputDType::kF32));
+  const auto bogus = static_cast<OutputDType>(7);
+  const auto refused = OutputSpan::from_bytes(std::as_writable_bytes(std::span(bits)), bogus);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("output dtype value 7") != std::string::npos);
+  CHECK(output_element_bytes(bogus) == 0);
+  // Typed spans carry their dtype.
+  std::vector<BFloat16> b16(ids.size() * dim);
+  std::vector<Float16> f16(ids.size() * dim);
+  CHECK(OutputSpan(b16).dtype() == OutputDType::kBF16);
+  CHECK(OutputSpan(f16).dtype() == OutputDType::kF16);
+  REQUIRE(embedder->embed(r, OutputSpan(b16)));
+  REQUIRE(embedder->embed(r, OutputSpan(f16)));
+  CHECK(bf16_to_f32(b16[5].bits) == 1.5f);
+  CHECK(f16_to_f32(f16[5].bits) == 1.5f);
+  static_assert(!std::is_constructible_v<OutputSpan, std::span<std::uint16_t>>);
 }

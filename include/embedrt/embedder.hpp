@@ -55,22 +55,41 @@ class IdSpan {
 
 enum class OutputDType { kF32, kBF16, kF16 };
 
-// The caller's output buffer: ids.size() * dim elements of the given type.
+// 16-bit output elements as distinct types, so a span says which format it holds and a buffer
+// of one cannot be passed as the other, or as float32 (bf16_to_f32 / f16_to_f32 in half.hpp
+// decode `bits`).
+struct BFloat16 {
+  std::uint16_t bits;
+};
+struct Float16 {
+  std::uint16_t bits;
+};
+static_assert(sizeof(BFloat16) == 2 && sizeof(Float16) == 2);
+
+// The caller's output buffer: ids.size() * dim elements; its element type is its dtype.
 class OutputSpan {
  public:
   OutputSpan(std::span<float> out) : data_(out.data()), size_(out.size()), dtype_(OutputDType::kF32) {}  // NOLINT
-  // bfloat16 or float16 bits.
-  OutputSpan(std::span<std::uint16_t> out, OutputDType dtype) : data_(out.data()), size_(out.size()), dtype_(dtype) {}
+  OutputSpan(std::span<BFloat16> out) : data_(out.data()), size_(out.size()), dtype_(OutputDType::kBF16) {}  // NOLINT
+  OutputSpan(std::span<Float16> out) : data_(out.data()), size_(out.size()), dtype_(OutputDType::kF16) {}  // NOLINT
+
+  // Raw bytes holding elements of a dtype chosen at run time (a server, the C API): refuses an
+  // unknown dtype value and a byte count that is not a whole number of elements.
+  static Result<OutputSpan> from_bytes(std::span<std::byte> out, OutputDType dtype);
 
   void* data() const noexcept { return data_; }
   std::size_t size() const noexcept { return size_; }  // elements
   OutputDType dtype() const noexcept { return dtype_; }
 
  private:
+  OutputSpan(void* data, std::size_t size, OutputDType dtype) : data_(data), size_(size), dtype_(dtype) {}
   void* data_;
   std::size_t size_;
   OutputDType dtype_;
 };
+
+// Bytes of one output element (4 or 2); 0 for a value outside the enum.
+std::size_t output_element_bytes(OutputDType dtype) noexcept;
 
 // The output dtype transformers gives for this model: the table's 16-bit dtype (bf16, f16), else
 // f32; an int8 table follows the dtype of the checkpoint it came from (metadata source.dtype).

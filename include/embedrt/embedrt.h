@@ -85,11 +85,13 @@ embedrt_status embedrt_embedder_create(const embedrt_model* model, const char* i
 void embedrt_embedder_free(embedrt_embedder* embedder);
 const char* embedrt_embedder_isa(const embedrt_embedder* embedder);
 
-/* `out` holds `out_elements` = num_ids * dim values of `out_dtype`, an embedrt_output_dtype value
- * (float, or uint16_t bits). It is an int so that any value a caller passes is well defined and
- * an unknown one is refused with EMBEDRT_INVALID_ARGUMENT. */
+/* `out` is a buffer of `out_bytes` bytes (pass sizeof or the allocation's size, not a count of
+ * elements) that must hold exactly num_ids * dim values of `out_dtype`, an embedrt_output_dtype
+ * value (float, or uint16_t bits): a buffer of another size is refused, never overrun. The dtype
+ * is an int so that any value a caller passes is well defined and an unknown one is refused with
+ * EMBEDRT_INVALID_ARGUMENT. */
 embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_request* request, void* out,
-                             size_t out_elements, int out_dtype, embedrt_error** error);
+                             size_t out_bytes, int out_dtype, embedrt_error** error);
 
 #ifdef __cplusplus
 }

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   request.num_ids = 6;
   request.sequences = 2;
   request.start = 2;
-  CHECK(embedrt_embed(embedder, &request, out, 30, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
+  CHECK(embedrt_embed(embedder, &request, out, sizeof out, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
   int exact = 1;
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 5; ++j) exact &= out[i * 5 + j] == expected(ids32[i], 2 + i % 3, j);
@@ -74,14 +74,20 @@ int main(int argc, char** argv) {
   request.sequences = 2;
   request.sequence_offsets = offsets;
   request.start_positions = starts;
-  CHECK(embedrt_embed(embedder, &request, out, 30, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
+  CHECK(embedrt_embed(embedder, &request, out, sizeof out, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
   CHECK(out[0] == expected(9, 7, 0));
   CHECK(out[5 * 5 + 4] == expected(4, 4, 4));
 
   /* bf16 output: token 5 is id 4 at position 4, element 0: 4 + 400 = 404.0f = 0x43ca0000, exact. */
   uint16_t bits[30];
-  CHECK(embedrt_embed(embedder, &request, bits, 30, EMBEDRT_OUT_BF16, NULL) == EMBEDRT_OK);
+  CHECK(embedrt_embed(embedder, &request, bits, sizeof bits, EMBEDRT_OUT_BF16, NULL) == EMBEDRT_OK);
   CHECK(bits[5 * 5] == 0x43ca);
+  /* The bf16 buffer passed as float32: half the bytes it needs, refused, nothing written. */
+  bits[0] = 0x1234;
+  CHECK(embedrt_embed(embedder, &request, bits, sizeof bits, EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(bits[0] == 0x1234);
+  /* A byte count that is not a whole number of elements. */
+  CHECK(embedrt_embed(embedder, &request, bits, sizeof bits - 1, EMBEDRT_OUT_BF16, NULL) == EMBEDRT_INVALID_ARGUMENT);
 
   /* Failures: an id past the vocabulary, a position past the table, a wrong output size. */
   const int64_t bad[2] = {1, 10};
@@ -91,20 +97,20 @@ int main(int argc, char** argv) {
   request.num_ids = 2;
   request.sequences = 1;
   float before = out[0];
-  CHECK(embedrt_embed(embedder, &request, out, 10, EMBEDRT_OUT_F32, &error) == EMBEDRT_OUT_OF_RANGE);
+  CHECK(embedrt_embed(embedder, &request, out, 10 * sizeof(float), EMBEDRT_OUT_F32, &error) == EMBEDRT_OUT_OF_RANGE);
   CHECK(error != NULL && strcmp(embedrt_error_message(error), "sequence 0, position 1: id 10 is out of range [0, 10)") == 0);
   CHECK(out[0] == before); /* nothing written */
   embedrt_error_free(error);
   error = NULL;
   request.ids = ids64;
   request.start = 7;
-  CHECK(embedrt_embed(embedder, &request, out, 10, EMBEDRT_OUT_F32, &error) == EMBEDRT_OUT_OF_RANGE);
+  CHECK(embedrt_embed(embedder, &request, out, 10 * sizeof(float), EMBEDRT_OUT_F32, &error) == EMBEDRT_OUT_OF_RANGE);
   CHECK(error != NULL && strstr(embedrt_error_message(error), "position 8 is past the limit of 8 positions") != NULL);
   embedrt_error_free(error);
   error = NULL;
-  CHECK(embedrt_embed(embedder, &request, out, 9, EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
-  CHECK(embedrt_embed(embedder, NULL, out, 9, EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
-  CHECK(embedrt_embed(embedder, &request, out, 10, 7, NULL) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(embedrt_embed(embedder, &request, out, 9 * sizeof(float), EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(embedrt_embed(embedder, NULL, out, 9 * sizeof(float), EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(embedrt_embed(embedder, &request, out, 10 * sizeof(float), 7, NULL) == EMBEDRT_INVALID_ARGUMENT);
 
   embedrt_embedder_free(embedder);
   printf("%d passed, %d failed\n", passed, failed);

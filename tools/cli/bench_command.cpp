@@ -134,9 +134,9 @@ int run(const BenchArgs& args) {
   const std::size_t out_bytes = tokens * dim * (dtype == OutputDType::kF32 ? 4 : 2);
   std::vector<std::byte> storage(out_bytes + 64);
   void* aligned = storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
-  const OutputSpan out = dtype == OutputDType::kF32
-                             ? OutputSpan(std::span(static_cast<float*>(aligned), tokens * dim))
-                             : OutputSpan(std::span(static_cast<std::uint16_t*>(aligned), tokens * dim), dtype);
+  auto out_span = OutputSpan::from_bytes({static_cast<std::byte*>(aligned), out_bytes}, dtype);
+  if (!out_span) return report(out_span.error());
+  const OutputSpan out = *out_span;
   std::vector<EmbedRequest> requests(sets);
   for (std::uint64_t k = 0; k < sets; ++k) {
     requests[k].ids = id_batches[k];

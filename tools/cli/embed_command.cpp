@@ -118,9 +118,12 @@ int run(const EmbedArgs& args) {
     } else {
       // 16-bit output, printed as the floats it decodes to.
       const bool bf16 = *out_dtype == OutputDType::kBF16;
-      std::vector<std::uint16_t> bits(out.size());
-      s = embedder->embed(request, OutputSpan(bits, *out_dtype));
-      for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
+      const auto run = [&](auto element) {
+        std::vector<decltype(element)> bits(out.size());
+        s = embedder->embed(request, OutputSpan(bits));
+        for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16 ? bf16_to_f32(bits[i].bits) : f16_to_f32(bits[i].bits);
+      };
+      bf16 ? run(BFloat16{}) : run(Float16{});
     }
     if (!s) return report(s.error());
   }

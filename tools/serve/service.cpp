@@ -247,15 +247,15 @@ HttpResponse Service::infer(const std::shared_ptr<const ServedModel>& model, Htt
   BudgetLease output_lease = budget_.try_reserve(output_bytes + text_bytes);
   if (!output_lease) return busy_response(budget_, output_bytes + text_bytes);
 
-  std::vector<float> out_f32(dtype == OutputDType::kF32 ? count : 0);
-  std::vector<std::uint16_t> out_16(dtype == OutputDType::kF32 ? 0 : count);
-  const OutputSpan out_span = dtype == OutputDType::kF32 ? OutputSpan(out_f32) : OutputSpan(out_16, dtype);
+  std::vector<std::byte> out(output_bytes);
+  auto out_span = OutputSpan::from_bytes(out, dtype);
+  if (!out_span) return error_response(500, out_span.error().message());
   EmbedRequest r;
   r.ids = parsed->ids;
   r.sequences = parsed->batch;
   r.start_positions = parsed->starts;
   r.segment_ids = parsed->segments;
-  if (Status s = model->embedder.embed(r, out_span); !s) {
+  if (Status s = model->embedder.embed(r, *out_span); !s) {
     if (s.error().code() == ErrorCode::kIo) {
       // The mapping lost pages (the file was truncated under it): never answer from it again.
       model->damaged.store(true);
@@ -263,8 +263,7 @@ HttpResponse Service::infer(const std::shared_ptr<const ServedModel>& model, Htt
     }
     return error_response(400, std::string(protocol_input(s.error())) + ": " + s.error().message());
   }
-  const auto bytes = dtype == OutputDType::kF32 ? std::as_bytes(std::span(out_f32)) : std::as_bytes(std::span(out_16));
-  auto made = make_infer_response(model->name, *parsed, dim, dtype, bytes);
+  auto made = make_infer_response(model->name, *parsed, dim, dtype, out);
   if (!made) return error_response(500, made.error().message());
   tokens = parsed->ids.size();
   HttpResponse response = json_response(200, std::move(made->body));
