@@ -2,6 +2,8 @@
 // the only ways the runtime touches numbers that come from a file.
 #pragma once
 
+#include "checked_math.hpp"
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -23,26 +25,6 @@ T load_le(const std::byte* p) noexcept {
 template <typename T>
 void store_le(std::byte* p, T value) noexcept {
   std::memcpy(p, &value, sizeof(T));
-}
-
-inline std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b) noexcept {
-  std::uint64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
-  return r;
-}
-
-inline std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b) noexcept {
-  std::uint64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
-  return r;
-}
-
-// Returns nullopt when rounding up would overflow. `alignment` is a power of two.
-inline std::optional<std::uint64_t> checked_align_up(std::uint64_t x,
-                                                     std::uint64_t alignment) noexcept {
-  auto sum = checked_add(x, alignment - 1);
-  if (!sum) return std::nullopt;
-  return *sum & ~(alignment - 1);
 }
 
 constexpr std::uint64_t align_up(std::uint64_t x, std::uint64_t alignment) noexcept {

@@ -1,5 +1,7 @@
 #include "safetensors.hpp"
 
+#include "../checked_math.hpp"  // the project's one home of checked size arithmetic
+
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -96,21 +98,33 @@ Result<std::vector<SourceTensor>> load_safetensors(std::span<const std::byte> fi
     t.name = name;
     t.dtype = *dtype;
     t.origin = "'" + label + "'";
-    std::uint64_t numel = 1;
+    // Sizes come from the file: every product is checked (byte_io.hpp), and the element count
+    // must fit int64 so that the row-major strides below (products of trailing sizes) do too.
+    std::optional<std::uint64_t> numel = 1;
     for (const auto& d : shape_json) {
       if (!d.is_number_unsigned()) return fail(where + "shape holds a value that is not a non-negative integer");
       const auto size = d.get<std::uint64_t>();
-      if (size > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, size, &numel)) {
-        return fail(where + "shape overflows");
+      numel = detail::checked_mul(*numel, size);
+      if (size > static_cast<std::uint64_t>(INT64_MAX) || !numel || *numel > static_cast<std::uint64_t>(INT64_MAX)) {
+        return fail(where + "shape " + shape_json.dump() + " holds more elements than a tensor can (2^63 - 1)");
       }
       t.shape.push_back(static_cast<std::int64_t>(size));
     }
-    // Row-major strides.
+    // Row-major strides: each is a product of trailing sizes (zero sizes count as one), so none
+    // exceeds the element count when it is nonzero; checked anyway, as the count may be zero.
     t.strides.assign(t.shape.size(), 1);
-    for (std::size_t i = t.shape.size(); i-- > 1;) t.strides[i - 1] = t.strides[i] * std::max<std::int64_t>(t.shape[i], 1);
+    for (std::size_t i = t.shape.size(); i-- > 1;) {
+      const auto stride = detail::checked_mul(static_cast<std::uint64_t>(t.strides[i]),
+                                              static_cast<std::uint64_t>(std::max<std::int64_t>(t.shape[i], 1)));
+      if (!stride || *stride > static_cast<std::uint64_t>(INT64_MAX)) {
+        return fail(where + "shape " + shape_json.dump() + " has strides past 2^63 - 1");
+      }
+      t.strides[i - 1] = static_cast<std::int64_t>(*stride);
+    }
     const auto begin = offsets_json[0].get<std::uint64_t>(), end = offsets_json[1].get<std::uint64_t>();
-    std::uint64_t bytes = 0;
-    if (__builtin_mul_overflow(numel, source_dtype_size(*dtype), &bytes)) return fail(where + "byte size overflows");
+    const std::optional<std::uint64_t> byte_count = detail::checked_mul(*numel, source_dtype_size(*dtype));
+    if (!byte_count) return fail(where + "shape " + shape_json.dump() + " holds more bytes than 2^64 - 1");
+    const std::uint64_t bytes = *byte_count;
     if (end < begin || end - begin != bytes) {
       return fail(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + ") hold " +
                   std::to_string(end >= begin ? end - begin : 0) + " bytes, shape " + shape_string(t.shape) + " of " +

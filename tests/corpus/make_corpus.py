@@ -158,6 +158,18 @@ emit("st_duplicate.safetensors",
 emit("st_overlap.safetensors", safetensors({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                                             "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, F32x4[:12]),
      "(overlap)")
+# Sizes whose products overflow: int64 strides (UBSan caught this as signed overflow), the
+# element count, the byte count, and offsets near 2^64.
+emit("st_stride_overflow.safetensors",
+     safetensors({"a": {"dtype": "F32", "shape": [0, 1 << 62, 4], "data_offsets": [0, 0]}}, b""),
+     "has strides past 2^63 - 1")
+emit("st_numel_overflow.safetensors",
+     safetensors({"a": {"dtype": "F32", "shape": [1 << 62, 4], "data_offsets": [0, 1 << 62]}}, b""),
+     "holds more elements than a tensor can")
+emit("st_offsets_huge.safetensors",
+     safetensors({"a": {"dtype": "U8", "shape": [1 << 62], "data_offsets": [0, 1 << 62]},
+                  "b": {"dtype": "U8", "shape": [1 << 62], "data_offsets": [1 << 62, 1 << 63]}}, b""),
+     "is past the data buffer")
 emit("st_gap.safetensors", safetensors({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}, F32x4), "(gap)")
 emit("st_size_mismatch.safetensors", safetensors({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}}, F32x4),
      "hold 16 bytes, shape [3] of float32 needs 12")
@@ -168,7 +180,7 @@ emit("st_offsets_past_buffer.safetensors",
 emit("st_unknown_dtype.safetensors", safetensors({"a": {"dtype": "F128", "shape": [1], "data_offsets": [0, 16]}}, F32x4),
      "dtype 'F128' is not supported")
 emit("st_overflow_shape.safetensors",
-     safetensors({"a": {"dtype": "F32", "shape": [2**40, 2**40], "data_offsets": [0, 16]}}, F32x4), "shape overflows")
+     safetensors({"a": {"dtype": "F32", "shape": [2**40, 2**40], "data_offsets": [0, 16]}}, F32x4), "holds more elements than a tensor can")
 
 # ---- Hugging Face index --------------------------------------------------------------------
 emit("index_traversal.index.json", json.dumps({"weight_map": {"w": "../outside.safetensors"}}).encode(),
