@@ -8,9 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "byte_io.hpp"
@@ -31,6 +34,53 @@ using detail::store_le;
 namespace hdr = detail::header;
 namespace ent = detail::entry;
 
+namespace {
+
+// Temporaries of writers in progress, readable from a signal handler: fixed slots, the path
+// written before the slot is published, no allocation or lock on the handler's side.
+struct UnfinishedOutput {
+  std::atomic<bool> used{false};
+  std::atomic<bool> published{false};
+  char path[4096] = {};
+};
+std::array<UnfinishedOutput, 64> g_unfinished;
+
+// A slot holding `path`, or -1 when the path is too long or all slots are taken (that output is
+// then only removed by the writer itself, not on a signal).
+int remember_unfinished(const std::string& path) noexcept {
+  if (path.size() >= sizeof(UnfinishedOutput::path)) return -1;
+  for (std::size_t i = 0; i < g_unfinished.size(); ++i) {
+    bool free = false;
+    if (!g_unfinished[i].used.compare_exchange_strong(free, true)) continue;
+    std::memcpy(g_unfinished[i].path, path.c_str(), path.size() + 1);
+    g_unfinished[i].published.store(true, std::memory_order_release);
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void forget_unfinished(int slot) noexcept {
+  if (slot < 0) return;
+  g_unfinished[static_cast<std::size_t>(slot)].published.store(false, std::memory_order_release);
+  g_unfinished[static_cast<std::size_t>(slot)].used.store(false, std::memory_order_release);
+}
+
+// Replacing a device, a FIFO or a folder is never what a user meant (`-o /dev/null --force`).
+std::optional<Error> not_replaceable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return std::nullopt;
+  return Error(ErrorCode::kInvalidArgument, "'" + path + "' exists and is not a regular file; only regular files are replaced",
+               {.file = path});
+}
+
+}  // namespace
+
+void remove_unfinished_outputs() noexcept {
+  for (UnfinishedOutput& output : g_unfinished) {
+    if (output.published.load(std::memory_order_acquire)) ::unlink(output.path);
+  }
+}
+
 struct TableFileWriter::Impl {
   std::string target;
   std::string temporary;
@@ -47,6 +97,7 @@ struct TableFileWriter::Impl {
   bool committed = false;
 
   ~Impl() { discard(); }
+  int pending_slot = -1;  // in the registry of unfinished outputs
 
   void unmap_and_close() noexcept {
     if (map != nullptr) ::munmap(map, size);
@@ -56,6 +107,8 @@ struct TableFileWriter::Impl {
   }
   void discard() noexcept {
     unmap_and_close();
+    forget_unfinished(pending_slot);
+    pending_slot = -1;
     if (!committed && !temporary.empty()) ::unlink(temporary.c_str());
     temporary.clear();
   }
@@ -163,6 +216,7 @@ Result<TableFileWriter> TableFileWriter::begin(const std::string& path, std::vec
   }
   impl->size = *total;
 
+  if (auto refused = not_replaceable(path)) return std::move(*refused);
   if (!options.overwrite && ::access(path.c_str(), F_OK) == 0) {
     return Error(ErrorCode::kAlreadyExists, "'" + path + "' exists (set `overwrite` to replace it)");
   }
@@ -173,6 +227,7 @@ Result<TableFileWriter> TableFileWriter::begin(const std::string& path, std::vec
     return impl->io_error("cannot create a temporary file in '" + folder_of(path) + "'", errno);
   }
   impl->temporary = temporary;
+  impl->pending_slot = remember_unfinished(temporary);
   ::fchmod(impl->fd, 0644);
 
   // Reserve every block now: a full disk fails here, not as SIGBUS while filling the mapping.
@@ -263,6 +318,7 @@ Status TableFileWriter::commit() {
   }
   w.fd = -1;
 
+  if (auto refused = not_replaceable(w.target)) return std::move(*refused);  // it may have appeared since begin()
   int renamed;
   if (w.options.overwrite) {
     renamed = ::rename(w.temporary.c_str(), w.target.c_str());
@@ -276,6 +332,8 @@ Status TableFileWriter::commit() {
   if (renamed != 0) return w.io_error("cannot rename the temporary file to '" + w.target + "'", errno);
   w.committed = true;
   w.temporary.clear();
+  forget_unfinished(w.pending_slot);
+  w.pending_slot = -1;
 
   if (w.options.sync) {
     const std::string folder = folder_of(w.target);

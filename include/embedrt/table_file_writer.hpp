@@ -72,4 +72,10 @@ struct TableData {
 Status write_table_file(const std::string& path, std::span<const TableData> tables,
                         const Metadata& metadata, const WriteOptions& options = {});
 
+// Removes the temporary files of every writer still in progress, so a program interrupted
+// mid-write leaves nothing behind. Async-signal-safe (it only calls unlink on paths recorded
+// when each temporary was created): meant for a SIGINT/SIGTERM handler, which then re-raises the
+// signal. The embedrt CLI installs such a handler.
+void remove_unfinished_outputs() noexcept;
+
 }  // namespace embedrt

@@ -96,6 +96,9 @@ void print_text(const TableFile& file) {
 // True when the file starts with the .embt magic (anything else is inspected as a checkpoint).
 bool is_embt(const std::string& path) {
   unsigned char magic[8] = {};
+  // Not a regular file (a FIFO would block fopen forever): let TableFile::open refuse it.
+  std::error_code ignored;
+  if (!std::filesystem::is_regular_file(path, ignored)) return true;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return true;  // let TableFile::open report the error
   const std::size_t n = std::fread(magic, 1, sizeof magic, f);

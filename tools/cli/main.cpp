@@ -1,14 +1,31 @@
 // `embedrt`: inspect, verify and run .embt embedding tables.
+#include <csignal>
 #include <cstdio>
 
 #include "commands.hpp"
 #include "embedrt/fault_guard.hpp"
 #include "embedrt/format.hpp"
 #include "embedrt/isa.hpp"
+#include "embedrt/table_file_writer.hpp"
 #include "embedrt/version.hpp"
+
+namespace {
+
+// SIGINT or SIGTERM in the middle of a conversion: remove its temporary file, then die of the
+// signal as usual (exit status 130 or 143 in a shell). `serve` replaces this handler with its own
+// graceful drain.
+extern "C" void on_interrupt(int signal) {
+  embedrt::remove_unfinished_outputs();
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace embedrt::cli;
+  ::signal(SIGINT, on_interrupt);
+  ::signal(SIGTERM, on_interrupt);
   // A model file truncated while a command reads it (a served model overwritten with cp) is an
   // error of that command, not a SIGBUS crash.
   if (embedrt::Status s = embedrt::install_fault_guard(); !s) {
