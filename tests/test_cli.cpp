@@ -104,11 +104,11 @@ TEST_CASE("inspect and verify a good file") {
   CHECK(r.out.find("OK") != std::string::npos);
 }
 
-TEST_CASE("inspect and verify report bad files on stderr with exit 1") {
+TEST_CASE("inspect and verify report bad files on stderr with exit 3") {
   TempDir dir;
   const std::string path = Gpt2Like().write(dir);
   Run r = run_cli(dir, "inspect " + dir.file("missing.embt"));
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 3);
   CHECK(r.err.find("missing.embt") != std::string::npos);
   CHECK(r.out.empty());
 
@@ -117,13 +117,13 @@ TEST_CASE("inspect and verify report bad files on stderr with exit 1") {
   const std::string damaged = dir.file("damaged.embt");
   test::write_file(damaged, raw.bytes);
   r = run_cli(dir, "verify " + damaged);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 3);
   CHECK(r.err.find("table 'wpe': data checksum") != std::string::npos);
 
   raw.bytes.resize(raw.bytes.size() - 100);
   test::write_file(damaged, raw.bytes);
   r = run_cli(dir, "inspect " + damaged);
-  CHECK(r.exit_code == 1);
+  CHECK(r.exit_code == 3);
   CHECK(r.err.find("truncated") != std::string::npos);
 }
 
@@ -163,9 +163,9 @@ TEST_CASE("embed errors name what is wrong and print nothing on stdout") {
     std::string needle;
   };
   const Case cases[] = {
-      {"--ids 1,2,99", 1, "sequence 0, position 2: id 99 is out of range [0, 12)"},
-      {"--ids 1,-5 --batch 2", 1, "sequence 1, position 0: id -5 is out of range [0, 12)"},
-      {"--ids 1,2,3 --start 4", 1, "sequence 0, position 2: position 6 is past the limit of 6 positions"},
+      {"--ids 1,2,99", 2, "sequence 0, position 2: id 99 is out of range [0, 12)"},
+      {"--ids 1,-5 --batch 2", 2, "sequence 1, position 0: id -5 is out of range [0, 12)"},
+      {"--ids 1,2,3 --start 4", 2, "sequence 0, position 2: position 6 is past the limit of 6 positions"},
       {"--ids 1,x,3", 2, "--ids: item 1 ('x') is not a 64-bit integer"},
       {"--ids 1,,3", 2, "item 1 ('')"},
       {"--ids 99999999999999999999", 2, "is not a 64-bit integer"},

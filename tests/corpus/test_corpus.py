@@ -1,5 +1,5 @@
 """Replays tests/corpus/files through `embedrt inspect` and `embedrt convert`: each file must be
-refused with exit code 1 and the exact message listed in expected.tsv, never a crash, and
+refused with exit code 3 (bad input) and the exact message listed in expected.tsv, never a crash, and
 convert must leave no output behind.
 
 usage: python3 test_corpus.py EMBEDRT_CLI
@@ -22,11 +22,11 @@ with tempfile.TemporaryDirectory() as work:
         convert = subprocess.run([cli, "convert", path, "-o", out, "--token", "weight"], capture_output=True,
                                  text=True, errors="replace", timeout=60)
         problems = []
-        if inspect.returncode != 1:
+        if inspect.returncode != 3:
             problems.append(f"inspect exit {inspect.returncode}")
         if refusal not in inspect.stderr:
             problems.append(f"inspect said {inspect.stderr.strip()!r}")
-        if convert.returncode != 1 or refusal not in convert.stderr:
+        if convert.returncode != 3 or refusal not in convert.stderr:
             problems.append(f"convert exit {convert.returncode}: {convert.stderr.strip()!r}")
         if os.listdir(work):
             problems.append(f"convert left {os.listdir(work)}")

@@ -115,7 +115,7 @@ def invalid_vector(v, path):
         except ValueError:
             check(f"{name}: the Python reader refuses it", True)
     check(f"{name}: refused by {step} ({v['describes']})",
-          r.returncode == 1 and v["error_contains"] in r.stderr,
+          r.returncode == 3 and v["error_contains"] in r.stderr,
           f"exit {r.returncode}, stderr {r.stderr.strip()!r}, expected {v['error_contains']!r}")
 
 

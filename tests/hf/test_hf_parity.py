@@ -162,8 +162,8 @@ def copy_case(case, edit_config=None):
     return dst
 
 
-def refused(name, result, *needles, code=1):
-    """Bad input exits 1, a contradictory command line 2; the message names what would settle it."""
+def refused(name, result, *needles, code=3):
+    """Bad input exits 3, a contradictory command line 2; the message names what would settle it."""
     ok = result.returncode == code and all(n in result.stderr for n in needles)
     check(f"refusal: {name}", ok, f"exit {result.returncode}: {result.stderr or result.stdout}")
 

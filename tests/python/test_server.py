@@ -334,7 +334,7 @@ with tempfile.TemporaryDirectory() as work:
         check("test raised", False, repr(e))
     r = subprocess.run([CLI, "serve", os.path.join(work, "missing.embt"), "--port", str(free_port())],
                        capture_output=True, text=True, timeout=20)
-    check("a missing model exits 1 with a message", r.returncode == 1 and "missing.embt" in r.stderr, r.stderr)
+    check("a missing model exits 3 (bad input) with a message", r.returncode == 3 and "missing.embt" in r.stderr, r.stderr)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

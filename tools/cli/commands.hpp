@@ -5,14 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+#include "exit_codes.hpp"
+
 namespace embedrt::cli {
 
 using Runner = std::function<int()>;
 
-// Exit codes shared by every subcommand.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;  // the input or the system refused (bad file, I/O error)
-inline constexpr int kExitUsage = 2;    // the command line itself is wrong
 
 Runner add_inspect_command(CLI::App& app);
 Runner add_verify_command(CLI::App& app);

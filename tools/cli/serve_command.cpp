@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "server.hpp"
+#include "text_format.hpp"
 
 namespace embedrt::cli {
 namespace {
@@ -55,7 +56,8 @@ Runner add_serve_command(CLI::App& app) {
   return [options, timeouts]() {
     for (const Seconds& t : *timeouts) *t.target = std::chrono::milliseconds(std::llround(t.value * 1000.0));
     if (options->name.empty()) options->name = std::filesystem::path(options->model_path).stem().string();
-    return serve::run_server(*options);
+    if (Status s = serve::run_server(*options); !s) return report(s.error());
+    return kExitOk;
   };
 }
 

@@ -81,7 +81,7 @@ std::string with_flag_names(std::string message) {
 
 int report(const Error& error) {
   std::fprintf(stderr, "embedrt: error: %s\n", printable(with_flag_names(error.message())).c_str());
-  return error.code() == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  return exit_code_for(error.code());
 }
 
 }  // namespace embedrt::cli

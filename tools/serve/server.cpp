@@ -15,13 +15,10 @@ std::uint64_t default_max_body_bytes(std::uint64_t max_batch_tokens) {
   return max_batch_tokens * per_token + (1u << 20);
 }
 
-int run_server(const ServerOptions& options) {
+Status run_server(const ServerOptions& options) {
   InflightBudget budget(options.max_inflight_bytes);
   Service service({options.model_path, options.name, options.max_batch_tokens}, budget);
-  if (Status s = service.load(); !s) {
-    std::fprintf(stderr, "embedrt: error: %s\n", s.error().message().c_str());
-    return 1;
-  }
+  if (Status s = service.load(); !s) return s;
   HttpLimits limits;
   limits.max_connections = options.max_connections;
   limits.max_body_bytes = options.max_body_bytes.value_or(default_max_body_bytes(options.max_batch_tokens));
@@ -38,10 +35,7 @@ int run_server(const ServerOptions& options) {
   HttpServer server(limits, service, budget, workers, std::move(hooks));
   running = &server;
   service.open_connections = [&server] { return server.open_connections(); };
-  if (auto error = server.bind(options.host, options.port)) {
-    std::fprintf(stderr, "embedrt: error: %s\n", error->c_str());
-    return 1;
-  }
+  if (auto error = server.bind(options.host, options.port)) return Error(ErrorCode::kIo, *error);
   std::fprintf(stderr, "embedrt serve: listening on http://%s:%d/v2/models/%s (%u workers, body <= %llu bytes, "
                "in-flight <= %llu bytes, <= %llu connections)\n", options.host.c_str(), options.port,
                options.name.c_str(), workers, static_cast<unsigned long long>(limits.max_body_bytes),
@@ -49,7 +43,7 @@ int run_server(const ServerOptions& options) {
                static_cast<unsigned long long>(limits.max_connections));
   server.run();
   std::fprintf(stderr, "embedrt serve: stopped\n");
-  return 0;
+  return {};
 }
 
 }  // namespace embedrt::serve

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "embedrt/error.hpp"
+
 namespace embedrt::serve {
 
 struct ServerOptions {
@@ -26,8 +28,8 @@ struct ServerOptions {
 // (up to 32 bytes per value with separators and spaces) plus 1 MiB for everything else.
 std::uint64_t default_max_body_bytes(std::uint64_t max_batch_tokens);
 
-// Serves until SIGTERM or SIGINT (graceful: in-flight requests finish), then returns the exit
-// code: 0 after a clean stop, 1 when the model cannot be loaded or the address cannot be bound.
-int run_server(const ServerOptions& options);
+// Serves until SIGTERM or SIGINT (graceful: in-flight requests finish), then returns success; an
+// error when the model cannot be loaded (its own code) or the address cannot be bound (kIo).
+Status run_server(const ServerOptions& options);
 
 }  // namespace embedrt::serve

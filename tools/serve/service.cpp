@@ -121,7 +121,7 @@ Status Service::load() {
     std::fprintf(stderr, "embedrt serve: model '%s' generation %llu from %s (isa %s)\n", options_.name.c_str(),
                  static_cast<unsigned long long>(model->generation), options_.model_path.c_str(),
                  std::string(isa_name(model->embedder.isa())).c_str());
-  } else {
+  } else if (slot_.get()) {  // (a failed first load is the caller's error to report)
     std::fprintf(stderr, "embedrt serve: reload refused, %s: %s\n",
                  slot_.ready() ? "still serving the previous model" : "not ready until a reload succeeds",
                  s.error().message().c_str());
