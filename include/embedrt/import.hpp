@@ -125,6 +125,10 @@ struct ConvertOptions {
   std::optional<DType> dtype;
   bool overwrite = false;
   bool sync = true;
+  // A finite value past the table dtype's range (70000 in f16) is refused (kOutOfRange, naming
+  // the tensor, row, column and value) unless this is set; then it is stored as infinity, as
+  // torch's .to() would, and the report says the table is not exact.
+  bool allow_overflow = false;
 };
 
 struct TableReport {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "embedrt/table_file_writer.hpp"
@@ -92,11 +93,23 @@ void sinusoid_row(std::uint64_t p, std::uint64_t dim, double* out) {
 
 // Encodes one row of values in the table dtype, recording the rounding error.
 Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::span<std::byte> out, const std::string& name,
-                  std::uint64_t row, ErrorStats& stats) {
+                  std::uint64_t row, ErrorStats& stats, bool allow_overflow) {
+  // A finite value that became infinite in the table dtype: refused unless asked for.
+  const auto overflowed = [&](std::uint64_t j, double stored) -> Status {
+    if (allow_overflow || !std::isfinite(values[j]) || std::isfinite(stored)) return {};
+    char value[32];
+    std::snprintf(value, sizeof value, "%.9g", values[j]);
+    return Error(ErrorCode::kOutOfRange,
+                 "tensor '" + name + "' row " + std::to_string(row) + " column " + std::to_string(j) + " holds " + value +
+                     ", beyond the range of " + std::string(dtype_name(dtype)) +
+                     " (it would become infinity); choose another table `dtype` or allow the overflow (`allow_overflow`)",
+                 {.tensor = name, .field = "dtype"});
+  };
   switch (dtype) {
     case DType::kF32:
       for (std::uint64_t j = 0; j < dim; ++j) {
         const float v = static_cast<float>(values[j]);
+        if (Status s = overflowed(j, v); !s) return s;
         std::memcpy(out.data() + 4 * j, &v, 4);
         stats.add(values[j], v);
       }
@@ -104,6 +117,7 @@ Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::spa
     case DType::kF16:
       for (std::uint64_t j = 0; j < dim; ++j) {
         const std::uint16_t h = f32_to_f16(static_cast<float>(values[j]));
+        if (Status s = overflowed(j, f16_to_f32(h)); !s) return s;
         std::memcpy(out.data() + 2 * j, &h, 2);
         stats.add(values[j], f16_to_f32(h));
       }
@@ -111,6 +125,7 @@ Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::spa
     case DType::kBF16:
       for (std::uint64_t j = 0; j < dim; ++j) {
         const std::uint16_t h = f32_to_bf16(static_cast<float>(values[j]));
+        if (Status s = overflowed(j, bf16_to_f32(h)); !s) return s;
         std::memcpy(out.data() + 2 * j, &h, 2);
         stats.add(values[j], bf16_to_f32(h));
       }
@@ -212,7 +227,7 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
         } else {
           sinusoid_row(r, dim, values.data());
         }
-        if (Status s = encode_row(values.data(), dim, spec.dtype, out, spec.name, r, stats); !s) return std::move(s).error();
+        if (Status s = encode_row(values.data(), dim, spec.dtype, out, spec.name, r, stats, options.allow_overflow); !s) return std::move(s).error();
       }
       done += source_row_bytes;
       if (done - reported >= kReleaseEvery || r + 1 == spec.rows) {

@@ -18,6 +18,11 @@
 namespace embedrt::cli {
 namespace {
 
+// Tokens per call at most (batch x seq), and the memory a run may allocate for ids and output:
+// past these, a typo in --batch would otherwise end in bad_alloc.
+constexpr std::uint64_t kMaxTokens = std::uint64_t{1} << 26;
+constexpr std::uint64_t kMaxBenchBytes = std::uint64_t{16} << 30;
+
 struct BenchArgs {
   std::string model;
   std::uint64_t batch = 8, seq = 1024;
@@ -119,7 +124,16 @@ int run(const BenchArgs& args) {
   auto embedder = Embedder::create(*model, options);
   if (!embedder) return report(embedder.error());
 
-  const std::uint64_t tokens = args.batch * args.seq, dim = model->dim();
+  const std::uint64_t dim = model->dim();
+  const std::uint64_t tokens = args.batch * args.seq;  // each <= 2^26 (checked options): no overflow
+  const std::uint64_t per_token = 8 * args.id_sets + dim * output_element_bytes(dtype);
+  std::uint64_t needed = 0;
+  if (tokens > kMaxTokens || __builtin_mul_overflow(tokens, per_token, &needed) || needed > kMaxBenchBytes) {
+    return report(Error(ErrorCode::kInvalidArgument,
+                        "--batch " + std::to_string(args.batch) + " x --seq " + std::to_string(args.seq) +
+                            " is past the bench's limit of " + std::to_string(kMaxTokens) + " tokens per call and " +
+                            std::to_string(kMaxBenchBytes >> 30) + " GiB of ids and output"));
+  }
   // Calls rotate through several random id batches, so that (for large batches) the rows touched
   // across calls exceed the last-level cache and the figure is a memory-bound one, not a cached one.
   const std::uint64_t sets = std::max<std::uint64_t>(1, args.id_sets);
@@ -202,15 +216,16 @@ Runner add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Measure tokens/s, GB/s and latency on a model");
   auto args = std::make_shared<BenchArgs>();
   cmd->add_option("MODEL", args->model, "the .embt model")->required();
-  cmd->add_option("--batch", args->batch, "sequences per call (default 8)");
-  cmd->add_option("--seq", args->seq, "tokens per sequence (default 1024)");
-  cmd->add_option("--threads", args->threads, "threads (default: every core)");
+  cmd->add_option("--batch", args->batch, "sequences per call (default 8)")->check(CLI::Range(std::uint64_t{1}, kMaxTokens));
+  cmd->add_option("--seq", args->seq, "tokens per sequence (default 1024)")->check(CLI::Range(std::uint64_t{1}, kMaxTokens));
+  cmd->add_option("--threads", args->threads, "threads (default 0: every core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--out-dtype", args->out_dtype, "f32, bf16 or f16");
   cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512");
-  cmd->add_option("--seconds", args->seconds, "how long to measure (default 2)");
+  cmd->add_option("--seconds", args->seconds, "how long to measure (default 2)")->check(CLI::Range(0.01, 3600.0));
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--nontemporal", args->nontemporal, "streaming stores: auto (by output size), always or never");
-  cmd->add_option("--id-sets", args->id_sets, "random id batches rotated between calls (default 8)");
+  cmd->add_option("--id-sets", args->id_sets, "random id batches rotated between calls (default 8)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1024}));
   cmd->add_flag("--huge-pages", args->huge_pages, "ask for transparent huge pages on the mapping (MADV_HUGEPAGE)");
   cmd->add_flag("--roofline", args->roofline, "measure the memory-copy roofline on these threads instead (MODEL is ignored)");
   return [args]() { return run(*args); };

@@ -32,6 +32,7 @@ struct ConvertArgs {
   int quiet = 0, verbose = 0;
   std::string positions;
   std::uint64_t context = 0;
+  bool allow_overflow = false;
 };
 
 int run(const ConvertArgs& args) {
@@ -66,7 +67,7 @@ int run(const ConvertArgs& args) {
   } else if (!args.positions.empty()) {
     return report(Error(ErrorCode::kInvalidArgument, "--positions '" + args.positions + "': only 'sinusoidal' is generated"));
   }
-  const import::ConvertOptions convert_options{.dtype = dtype, .overwrite = args.force};
+  const import::ConvertOptions convert_options{.dtype = dtype, .overwrite = args.force, .allow_overflow = args.allow_overflow};
   if (args.quiet == 0) {
     std::printf("recipe: %s (%s)\n", plan->family.c_str(), printable(plan->explanation).c_str());
     if (const auto rules = plan->metadata.extra.find("recipe.rules"); rules != plan->metadata.extra.end()) {
@@ -127,12 +128,16 @@ Runner add_convert_command(CLI::App& app) {
   cmd->add_option("--segment", args->overrides.segment, "tensor name of the token-type (segment) table");
   cmd->add_option("--norm-weight", args->overrides.norm_weight, "tensor name of the LayerNorm weight");
   cmd->add_option("--norm-bias", args->overrides.norm_bias, "tensor name of the LayerNorm bias");
-  cmd->add_option("--norm-eps", args->norm_eps, "LayerNorm epsilon (default: the preset's)");
+  cmd->add_option("--norm-eps", args->norm_eps, "LayerNorm epsilon (default: the preset's)")
+      ->check(CLI::Range(1e-30, 1.0));
   cmd->add_option("--key", args->key, "dotted path of the state dict inside a checkpoint (e.g. model)");
   cmd->add_option("--dtype", args->dtype, "table dtype: native (the checkpoint's: bf16 stays bf16; f64 becomes f32), f32, f16, bf16 or int8 (rowwise)");
   cmd->add_option("--positions", args->positions, "generate a position table: sinusoidal (original Transformer)");
-  cmd->add_option("--context", args->context, "rows of the generated position table");
+  cmd->add_option("--context", args->context, "rows of the generated position table")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 24));
   cmd->add_flag("--force", args->force, "replace OUT if it exists");
+  cmd->add_flag("--allow-overflow", args->allow_overflow,
+                "store values beyond the table dtype's range as infinity (default: refuse, naming the value)");
   cmd->add_flag("--progress", args->progress, "show a progress bar even when stderr is not a terminal");
   cmd->add_flag("--no-progress", args->no_progress, "never show a progress bar");
   cmd->add_flag("--no-crc-check", args->no_crc_check, "skip CRC-32 checks of zip entries");

@@ -142,8 +142,10 @@ Runner add_embed_command(CLI::App& app) {
   auto args = std::make_shared<EmbedArgs>();
   cmd->add_option("MODEL", args->model, "the .embt model")->required();
   cmd->add_option("--ids", args->ids, "comma-separated token ids, e.g. 3,1,4,1")->required();
-  cmd->add_option("--batch", args->batch, "number of sequences the ids split into (equal lengths)");
-  cmd->add_option("--start", args->start, "position of the first token of each sequence");
+  cmd->add_option("--batch", args->batch, "number of sequences the ids split into (equal lengths)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 32));
+  cmd->add_option("--start", args->start, "position of the first token of each sequence")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 62));
   cmd->add_option("--segments", args->segments, "comma-separated token type ids, one per id (default all 0)");
   cmd->add_flag("--json", args->json, R"(print {"shape": [B, L, D], "data": [...]})");
   cmd->add_option("--out-dtype", args->out_dtype, "output precision: model (the model's own: bf16 for a bf16 table, ...), f32, bf16 or f16 (printed as decoded floats)");

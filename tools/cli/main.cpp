@@ -1,6 +1,8 @@
 // `embedrt`: inspect, verify and run .embt embedding tables.
 #include <csignal>
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include "commands.hpp"
 #include "embedrt/fault_guard.hpp"
@@ -71,11 +73,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "embedrt: error: %s\nRun 'embedrt --help' for usage.\n", e.what());
     return kExitUsage;
   }
-  if (app.got_subcommand("inspect")) return inspect();
-  if (app.got_subcommand("verify")) return verify();
-  if (app.got_subcommand("embed")) return embed();
-  if (app.got_subcommand("convert")) return convert();
-  if (app.got_subcommand("bench")) return bench();
-  if (app.got_subcommand("serve")) return serve();
+  // The library returns errors as values; what can still throw here is memory running out (a
+  // table or a request too large for this machine): a message and exit 1, never an abort.
+  try {
+    if (app.got_subcommand("inspect")) return inspect();
+    if (app.got_subcommand("verify")) return verify();
+    if (app.got_subcommand("embed")) return embed();
+    if (app.got_subcommand("convert")) return convert();
+    if (app.got_subcommand("bench")) return bench();
+    if (app.got_subcommand("serve")) return serve();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "embedrt: error: out of memory\n");
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "embedrt: error: %s\n", e.what());
+    return kExitFailure;
+  }
   return kExitUsage;
 }
