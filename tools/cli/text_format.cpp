@@ -26,6 +26,23 @@ std::size_t utf8_length(std::string_view text, std::size_t i) {
   return n;
 }
 
+// The code point of one valid UTF-8 sequence.
+char32_t code_point(std::string_view sequence) {
+  const auto b = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(sequence[k])); };
+  switch (sequence.size()) {
+    case 2: return (b(0) & 0x1f) << 6 | (b(1) & 0x3f);
+    case 3: return (b(0) & 0x0f) << 12 | (b(1) & 0x3f) << 6 | (b(2) & 0x3f);
+    default: return (b(0) & 0x07) << 18 | (b(1) & 0x3f) << 12 | (b(2) & 0x3f) << 6 | (b(3) & 0x3f);
+  }
+}
+
+// Valid UTF-8 that a terminal acts on instead of showing: the C1 controls (U+009B is CSI, the
+// start of an escape sequence) and the bidirectional overrides that reorder what is displayed.
+bool is_terminal_control(char32_t c) {
+  return (c >= 0x80 && c <= 0x9f) || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069) || c == 0x2028 ||
+         c == 0x2029;
+}
+
 }  // namespace
 
 std::string printable(std::string_view text) {
@@ -43,7 +60,14 @@ std::string printable(std::string_view text) {
       continue;
     }
     if (const std::size_t n = c >= 0x80 ? utf8_length(text, i) : 0; n > 0) {
-      out.append(text.substr(i, n));
+      const char32_t code = code_point(text.substr(i, n));
+      if (is_terminal_control(code)) {
+        char escaped[12];
+        std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(code));
+        out += escaped;
+      } else {
+        out.append(text.substr(i, n));
+      }
       i += n;
       continue;
     }
