@@ -95,8 +95,25 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
                      std::to_string(ids.size()) + " ids x dim " + std::to_string(dim));
   }
   // Positions: every sequence uses start .. start + length - 1, so checking the last suffices.
+  // With padding-aware positions, pads take a fixed row and only non-pads advance: the last
+  // position of a sequence is start + (its non-pads) - 1 (FORMAT.md section 7).
   const std::uint64_t limit = model.max_positions();
-  if (model.position() != nullptr) {
+  const std::int64_t padding = model.metadata().padding_id;
+  if (model.position() != nullptr && padding >= 0) {
+    for (std::uint64_t b = 0; b < batch; ++b) {
+      std::uint64_t nonpads = 0;
+      for (std::uint64_t t = 0; t < length; ++t) {
+        if (ids[b * length + t] == padding) continue;
+        if (start >= limit || nonpads >= limit - start) {
+          const std::string position = start > UINT64_MAX - nonpads ? "(overflow)" : std::to_string(start + nonpads);
+          return Error(ErrorCode::kOutOfRange, "sequence " + std::to_string(b) + ", position " + std::to_string(t) +
+                                                   ": position " + position + " is past the limit of " +
+                                                   std::to_string(limit) + " positions");
+        }
+        ++nonpads;
+      }
+    }
+  } else if (model.position() != nullptr) {
     const auto last = detail::checked_add(start, length - 1);
     if (!last || *last >= limit) {
       // The first offending position of each sequence; start + t <= limit cannot overflow.

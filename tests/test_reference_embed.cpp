@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "embedrt/embedder.hpp"
 #include "embedrt/embedrt.hpp"
 #include "support/temp_dir.hpp"
 
@@ -191,4 +192,59 @@ TEST_CASE("segment ids for a model without a segment table are refused") {
   const Status s = reference_embed(model, std::vector<std::int64_t>{1}, 1, 0, out, std::vector<std::int64_t>{0});
   REQUIRE_FALSE(s);
   CHECK(s.error().message() == "segment ids given, but the model has no segment table");
+}
+
+// Found by tests/fuzz/fuzz_embedder: with padding-aware positions only non-pads advance, so a
+// sequence's last position is start + (its non-pads) - 1, not start + length - 1. The reference
+// refused requests the kernels (and transformers) compute.
+TEST_CASE("padding-aware positions: pads never run past the limit; only non-pads count") {
+  TempDir dir;
+  const Tables t = make_tables(4, 4, 3);  // offset 1: rows 1..3 for positions 0..2, row 0 for pads
+  std::vector<TableData> tables{{{"tok", Role::kToken, DType::kF32, t.vocab, t.dim}, std::as_bytes(std::span(t.tok))},
+                                {{"pos", Role::kPosition, DType::kF32, t.context, t.dim}, std::as_bytes(std::span(t.pos))}};
+  Metadata meta;
+  meta.position_kind = PositionKind::kLearned;
+  meta.position_offset = 1;
+  meta.padding_id = 0;
+  REQUIRE(write_table_file(dir.file("pad.embt"), tables, meta));
+  auto model = Model::open(dir.file("pad.embt"));
+  REQUIRE(model);
+  REQUIRE(model->max_positions() == 3);
+  const auto row = [&](std::int64_t id, std::uint64_t position_row) {
+    std::vector<float> r(t.dim);
+    for (std::uint64_t j = 0; j < t.dim; ++j) r[j] = t.tok[id * t.dim + j] + t.pos[position_row * t.dim + j];
+    return r;
+  };
+  std::vector<float> out(4 * t.dim);
+  // All pads, start past the limit: every token takes the pad row.
+  const std::vector<std::int64_t> pads = {0, 0, 0, 0};
+  REQUIRE(reference_embed(*model, pads, 1, 5, out));
+  CHECK(std::vector<float>(out.begin(), out.begin() + 3) == row(0, 0));
+  // Length 4 > 3 positions, but two pads: the non-pads take positions 1 and 2 (start 1).
+  const std::vector<std::int64_t> mixed = {2, 0, 3, 0};
+  REQUIRE(reference_embed(*model, mixed, 1, 1, out));
+  CHECK(std::vector<float>(out.begin(), out.begin() + 3) == row(2, 2));
+  CHECK(std::vector<float>(out.begin() + 6, out.begin() + 9) == row(3, 3));
+  // A third non-pad would be position 3: refused, naming it.
+  const std::vector<std::int64_t> over = {2, 0, 3, 1};
+  const Status s = reference_embed(*model, over, 1, 1, out);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message() == "sequence 0, position 3: position 3 is past the limit of 3 positions");
+  // The Embedder agrees on all three.
+  auto embedder = Embedder::create(*model);
+  REQUIRE(embedder);
+  std::vector<float> fast(4 * t.dim);
+  EmbedRequest r;
+  r.ids = pads;
+  r.start = 5;
+  CHECK(embedder->embed(r, OutputSpan(fast)));
+  r.ids = mixed;
+  r.start = 1;
+  REQUIRE(embedder->embed(r, OutputSpan(fast)));
+  REQUIRE(reference_embed(*model, mixed, 1, 1, out));
+  CHECK(fast == out);
+  r.ids = over;
+  const Status e = embedder->embed(r, OutputSpan(fast));
+  REQUIRE_FALSE(e);
+  CHECK(e.error().message() == "sequence 0, position 3: position 3 is past the limit of 3 positions");
 }

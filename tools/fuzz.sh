@@ -15,7 +15,7 @@ cmake --build "$build" --parallel "$(nproc)"
 
 # Seeds: the external fixtures, the malformed corpus, and fresh files from the project's writers.
 seeds=$build/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{zip,pickle,safetensors,embt,config} "$build/findings"
+rm -rf "$seeds" && mkdir -p "$seeds"/{zip,pickle,safetensors,embt,config,embedder} "$build/findings"
 for f in tests/fixtures/external/*.pt* tests/corpus/files/*.pt; do
   [ -f "$f" ] && cp "$f" "$seeds/zip/" || true
 done
@@ -48,7 +48,7 @@ write_embt(f"{seeds}/embt/gpt2.embt", [("tok", "token", "f32", rng.standard_norm
 PY
 
 status=0
-for target in zip pickle safetensors embt config; do
+for target in zip pickle safetensors embt config embedder; do
   echo "==> fuzz_$target for ${seconds}s"
   if ! "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
        -rss_limit_mb=4096 -artifact_prefix="$build/findings/${target}-" "$seeds/$target" 2>"$build/fuzz_$target.log"; then
