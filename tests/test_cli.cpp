@@ -170,7 +170,7 @@ TEST_CASE("embed errors name what is wrong and print nothing on stdout") {
       {"--ids 1,,3", 2, "item 1 ('')"},
       {"--ids 99999999999999999999", 2, "is not a 64-bit integer"},
       {"--ids 1,2,3 --batch 2", 2, "do not split into --batch 2"},
-      {"--ids 1 --batch 0", 2, "--batch must be at least 1"},
+      {"--ids 1 --batch 0", 2, "--batch: Value 0 not in range"},
       {"--ids 1 --batch -1", 2, "--batch"},
   };
   for (const Case& c : cases) {
