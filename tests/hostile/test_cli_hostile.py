@@ -100,6 +100,23 @@ with tempfile.TemporaryDirectory() as work:
     check("SIGINT: the conversion dies of the signal (or had finished)",
           all(c in (-signal.SIGINT, 0) for c in interrupted), interrupted)
 
+    # --- the model truncated while bench and embed read it -----------------------------------
+    r = run("convert", path("big.safetensors"), "-o", path("bench.embt"), "--token", "weight", "--dtype", "bf16", "-q")
+    check("setup: a 100 MB model converts", r[0] == 0, r[2])
+    p = subprocess.Popen([CLI, "bench", path("bench.embt"), "--batch", "64", "--seq", "256", "--seconds", "5"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    os.truncate(path("bench.embt"), 4096)  # what cp does first
+    try:
+        out, err = p.communicate(timeout=20)
+        code = p.returncode
+    except subprocess.TimeoutExpired:
+        p.kill()
+        code, err = "timeout", b""
+    err = err.decode(errors="replace")
+    check("bench on a model truncated under it: exit 1 naming the file, no SIGBUS", code == 1 and
+          "bench.embt" in err and "truncated or rewritten in place" in err, (code, err[-300:]))
+
     # --- numeric options out of range -----------------------------------------------------
     model = path("m.embt")
     for args, flag in ((["serve", model, "--threads", "0"], "--threads"), (["serve", model, "--threads", "-1"], "--threads"),
