@@ -94,7 +94,70 @@ Result<Tensor> read_tensor(const json& input, std::size_t index, std::string_vie
   return t;
 }
 
+// nlohmann's messages start with "[json.exception.parse_error.101] parse error at ...": the
+// client needs the part after the library's internal tag.
+std::string without_library_tag(const std::string& what) {
+  if (what.rfind("[json.exception.", 0) == 0) {
+    const std::size_t end = what.find("] ");
+    if (end != std::string::npos) return what.substr(end + 2);
+  }
+  return what;
+}
+
+// A SAX pass that builds nothing: syntax, depth and the number of values, so the tree's memory
+// can be reserved before it is built (and a hostile nesting is refused without building it).
+class JsonScan final : public nlohmann::json_sax<json> {
+ public:
+  std::uint64_t values = 0;
+  std::string error;
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = without_library_tag(e.what());
+    return false;
+  }
+
+ private:
+  bool value() {
+    ++values;
+    return true;
+  }
+  bool open() {
+    ++values;
+    if (++depth_ > kMaxJsonDepth) {
+      error = "JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+      return false;
+    }
+    return true;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+  int depth_ = 0;
+};
+
 }  // namespace
+
+Result<std::uint64_t> scan_json(std::string_view text) {
+  JsonScan scan;
+  const bool ok = json::sax_parse(text, &scan);
+  if (!ok || !scan.error.empty()) {
+    return bad("body is not valid JSON: " + (scan.error.empty() ? std::string("parse error") : scan.error));
+  }
+  return scan.values;
+}
 
 Result<InferRequest> parse_infer_request(std::string_view body, std::optional<std::uint64_t> header_length,
                                          std::uint64_t max_tokens) {
@@ -117,7 +180,7 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<st
     };
     doc = json::parse(header_text, bounded);
   } catch (const std::exception& e) {
-    return bad(std::string("body is not valid JSON: ") + e.what());
+    return bad("body is not valid JSON: " + without_library_tag(e.what()));
   }
   if (!doc.is_object() || !doc.contains("inputs") || !doc["inputs"].is_array()) return bad("body needs an \"inputs\" array");
   InferRequest r;

@@ -24,6 +24,10 @@ struct InferRequest {
   bool binary_output = false;
 };
 
+// Checks `text` as JSON without building it (syntax, a nesting limit) and counts its values, so
+// that the memory of parsing it can be reserved first. Errors are kInvalidArgument.
+Result<std::uint64_t> scan_json(std::string_view text);
+
 // `header_length`: the Inference-Header-Content-Length header when present (binary mode).
 // Errors are kInvalidArgument with a message naming the input and the problem.
 Result<InferRequest> parse_infer_request(std::string_view body, std::optional<std::uint64_t> header_length,

@@ -218,10 +218,19 @@ HttpResponse Service::infer(const std::shared_ptr<const ServedModel>& model, Htt
     }
     header_length = n;
   }
-  // Parsing builds a JSON tree and integer vectors: bounded by 24 bytes per byte of JSON (a
-  // tree node per two-byte value, plus growth slack and copies) and 4 per byte of binary data.
+  // Parsing builds a JSON tree and integer vectors: first a pass that builds nothing checks the
+  // syntax and nesting and counts the values; then what the tree will take is reserved: 64 bytes
+  // a value (a 16-byte node with vector growth, the flattened int64 with growth, two copies), the
+  // text again for strings, and 4 bytes per byte of binary data (int32 widened, copied).
   const std::uint64_t json_bytes = std::min<std::uint64_t>(header_length.value_or(request.body.size()), request.body.size());
-  const std::uint64_t parse_bytes = 24 * json_bytes + 4 * (request.body.size() - json_bytes);
+  const auto values = scan_json(std::string_view(request.body).substr(0, json_bytes));
+  if (!values) return error_response(400, values.error().message());
+  const std::uint64_t parse_bytes = 64 * *values + json_bytes + 4 * (request.body.size() - json_bytes);
+  if (parse_bytes > budget_.limit()) {
+    return error_response(413, "parsing this body's " + std::to_string(*values) + " JSON values needs " +
+                                   std::to_string(parse_bytes) + " bytes, more than --max-inflight-bytes " +
+                                   std::to_string(budget_.limit()) + "; send fewer tokens or use binary tensors");
+  }
   BudgetLease parse_lease = budget_.try_reserve(parse_bytes);
   if (!parse_lease) return busy_response(budget_, parse_bytes);
   auto parsed = parse_infer_request(request.body, header_length, options_.max_batch_tokens);
@@ -262,6 +271,15 @@ HttpResponse Service::infer(const std::shared_ptr<const ServedModel>& model, Htt
       return error_response(503, s.error().message());
     }
     return error_response(400, std::string(protocol_input(s.error())) + ": " + s.error().message());
+  }
+  // A file rewritten in place without shrinking raises no fault: the mapping just shows the new
+  // bytes, possibly half of them. Any write moves the file's modification time, so a file still
+  // as it was when mapped, checked after the rows were read, means the rows were the model's.
+  if (const auto now = FileIdentity::of(model->path); now && now->same_file(model->identity) && *now != model->identity) {
+    model->damaged.store(true);
+    return error_response(503, "the model file " + model->path +
+                                   " changed in place while this request read it; the model is not ready until the "
+                                   "file is valid again and reloaded");
   }
   auto made = make_infer_response(model->name, *parsed, dim, dtype, out);
   if (!made) return error_response(500, made.error().message());
