@@ -126,7 +126,15 @@ TEST_CASE("a SIGBUS outside embedrt's mappings still kills the process") {
   }
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
-  CHECK(WIFSIGNALED(status));
-  if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == SIGBUS);
+  const bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS;
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer installed a SIGBUS handler before the guard: the guard passes the fault on
+  // to it, and it reports and exits non-zero. Either way the child never read past the fault
+  // (exit 4 or 5) and never failed its setup (3).
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  CHECK((killed || (code != -1 && code != 0 && code != 3 && code != 4 && code != 5)));
+#else
+  CHECK(killed);
+#endif
 }
 #endif
