@@ -2,7 +2,10 @@
 // calling thread (small requests) or across a oneTBB arena in contiguous chunks (large ones).
 #include "embedrt/embedder.hpp"
 
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <oneapi/tbb/blocked_range.h>
@@ -50,6 +53,14 @@ std::uint64_t last_level_cache_bytes() {
   return l2 > 0 ? static_cast<std::uint64_t>(l2) : (32u << 20);
 }
 
+// Asks the OS to read in the pages holding [p, p + bytes) (a hint: errors do not matter).
+void advise_will_need(const std::byte* p, std::uint64_t bytes) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
+  const auto last = reinterpret_cast<std::uintptr_t>(p) + bytes;
+  (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_WILLNEED);
+}
+
 kernels::RawIds raw(const IdSpan& ids) { return {ids.empty() ? nullptr : ids.data(), ids.is_int64()}; }
 
 // A request error with its context: the request field at fault and, for tokens, which one.
@@ -84,8 +95,9 @@ Status for_each_token(const EmbedRequest& r, std::uint64_t n, std::uint64_t leng
 
 }  // namespace
 
-OutputDType natural_output_dtype(const Model& model) noexcept {
-  switch (model.token().dtype) {
+OutputDType natural_output_dtype(const Model& model, std::size_t output) noexcept {
+  const auto outputs = model.outputs();
+  switch (outputs[output < outputs.size() ? output : 0].token->dtype) {
     case DType::kBF16: return OutputDType::kBF16;
     case DType::kF16: return OutputDType::kF16;
     case DType::kF32: return OutputDType::kF32;
@@ -116,13 +128,14 @@ Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
   if (!isa_supported(isa)) {
     return Error(ErrorCode::kUnsupported, "ISA " + std::string(isa_name(isa)) + " is not supported by this CPU/OS");
   }
-  const TableView& token = model.token();
-  for (const TableView* t : {model.position(), model.segment()}) {
-    if (t != nullptr && t->dtype != token.dtype) {
-      return Error(ErrorCode::kUnsupported,
-                   "'" + model.file().path() + "': the " + std::string(role_name(t->role)) + " table is " +
-                       std::string(dtype_name(t->dtype)) + " but the token table is " +
-                       std::string(dtype_name(token.dtype)) + "; convert with a single table `dtype`");
+  for (const OutputInfo& o : model.outputs()) {
+    for (const TableView* t : {o.position, o.segment}) {
+      if (t != nullptr && t->dtype != o.token->dtype) {
+        return Error(ErrorCode::kUnsupported,
+                     "'" + model.file().path() + "': the " + std::string(role_name(t->role)) + " table '" + t->name +
+                         "' is " + std::string(dtype_name(t->dtype)) + " but its token table '" + o.token->name + "' is " +
+                         std::string(dtype_name(o.token->dtype)) + "; convert with a single table `dtype`");
+      }
     }
   }
   return Embedder(std::move(model), options, isa, last_level_cache_bytes());
@@ -151,71 +164,29 @@ Result<OutputSpan> OutputSpan::from_bytes(std::span<std::byte> out, OutputDType 
 }
 
 Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
-  const std::uint64_t n = r.ids.size();
-  const std::uint64_t dim = model_.dim();
-  if (output_element_bytes(out.dtype()) == 0) {
-    return Error(ErrorCode::kInvalidArgument, "output dtype value " + std::to_string(static_cast<int>(out.dtype())) +
-                                                  " is not f32, bf16 or f16", {.field = "output"});
-  }
+  const OutputTarget target{0, out};
+  return embed(r, std::span(&target, 1));
+}
 
-  // Shape of the request.
-  if (out.size() / dim != n || out.size() % dim != 0) {
-    return request_error(ErrorCode::kInvalidArgument, "output has " + std::to_string(out.size()) + " elements, expected " +
-                                                          std::to_string(n) + " ids x dim " + std::to_string(dim), "output");
-  }
-  std::uint64_t length = 0;
-  if (!r.sequence_offsets.empty()) {
-    if (r.sequence_offsets.size() != r.sequences + 1 || r.sequence_offsets[0] != 0 ||
-        r.sequence_offsets[r.sequences] != n) {
-      return request_error(ErrorCode::kInvalidArgument,
-                           "sequence_offsets must hold sequences + 1 = " + std::to_string(r.sequences + 1) +
-                               " values from 0 to " + std::to_string(n) + " ids", "sequence_offsets");
-    }
-    for (std::uint64_t s = 0; s < r.sequences; ++s) {
-      if (r.sequence_offsets[s + 1] < r.sequence_offsets[s]) {
-        return request_error(ErrorCode::kInvalidArgument, "sequence_offsets decrease at sequence " + std::to_string(s),
-                             "sequence_offsets");
-      }
-    }
-  } else if (n > 0) {
-    if (r.sequences == 0 || n % r.sequences != 0) {
-      return request_error(ErrorCode::kInvalidArgument, std::to_string(n) + " ids cannot be split into " +
-                                                            std::to_string(r.sequences) + " sequences of equal length", "ids");
-    }
-    length = n / r.sequences;
-  }
-  if (n == 0) return {};
-  // A mapping that lost pages to a truncation is never read from again (embedrt/fault_guard.hpp).
-  if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
-  if (!r.start_positions.empty() && r.start_positions.size() != r.sequences) {
-    return request_error(ErrorCode::kInvalidArgument, std::to_string(r.start_positions.size()) + " start positions for " +
-                                                          std::to_string(r.sequences) + " sequences", "start_positions");
-  }
-  if (!r.position_ids.empty() && r.position_ids.size() != n) {
-    return request_error(ErrorCode::kInvalidArgument,
-                         std::to_string(r.position_ids.size()) + " position ids for " + std::to_string(n) + " ids", "position_ids");
-  }
-  if (!r.segment_ids.empty()) {
-    if (model_.segment() == nullptr) {
-      return request_error(ErrorCode::kInvalidArgument, "segment ids given, but the model has no segment table", "segment_ids");
-    }
-    if (r.segment_ids.size() != n) {
-      return request_error(ErrorCode::kInvalidArgument,
-                           std::to_string(r.segment_ids.size()) + " segment ids for " + std::to_string(n) + " ids", "segment_ids");
-    }
-  }
+namespace {
 
-  // Every id, segment and position, before anything is written.
-  const std::uint64_t vocab = model_.vocab_size();
-  const std::uint64_t segments = model_.segment() ? model_.segment()->rows : 0;
-  const bool has_position = model_.position() != nullptr;
-  const std::uint64_t limit = model_.max_positions();
-  const std::int64_t padding_id = model_.metadata().padding_id;
+// Checks every id, segment and position of a request against one output's tables and rules.
+// `prefix` names the output in messages when the model has several.
+Status validate_for_output(const EmbedRequest& r, std::uint64_t n, std::uint64_t length, const OutputInfo& o,
+                           const std::string& prefix) {
+  const std::uint64_t vocab = o.vocab_size();
+  const bool check_ids = o.rules->out_of_range == OutOfRangeIds::kRefuse;
+  const bool check_segments = !r.segment_ids.empty() && o.segment != nullptr;
+  const std::uint64_t segments = o.segment ? o.segment->rows : 0;
+  const bool has_position = o.position != nullptr;
+  const std::uint64_t limit = o.max_positions();
+  const std::int64_t padding_id = o.rules->padding_id;
+  if (!check_ids && !check_segments && !has_position) return {};
   std::uint64_t nonpad = 0;  // padding-aware positions: non-pad tokens before t in sequence s
   Status valid = for_each_token(r, n, length, [&](std::uint64_t i, std::uint64_t s, std::uint64_t t) -> Status {
     const std::int64_t id = r.ids[i];
-    if (id < 0 || static_cast<std::uint64_t>(id) >= vocab) return out_of_range(s, t, "id", id, vocab, "ids");
-    if (!r.segment_ids.empty()) {
+    if (check_ids && (id < 0 || static_cast<std::uint64_t>(id) >= vocab)) return out_of_range(s, t, "id", id, vocab, "ids");
+    if (check_segments) {
       const std::int64_t segment = r.segment_ids[i];
       if (segment < 0 || static_cast<std::uint64_t>(segment) >= segments) {
         return out_of_range(s, t, "segment", segment, segments, "segment_ids");
@@ -243,40 +214,17 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
     }
     return {};
   });
-  if (!valid) return valid;
+  if (!valid && !prefix.empty()) {
+    return Error(valid.error().code(), prefix + valid.error().message(), valid.error().context());
+  }
+  return valid;
+}
 
-  // The kernel's view of the request.
-  kernels::KernelArgs a;
-  const TableView& token = model_.token();
-  a.token = token.bytes.data();
-  a.token_stride = token.row_stride;
-  if (const TableView* s = model_.segment()) {
-    a.segment = s->bytes.data();
-    a.segment_stride = s->row_stride;
-  }
-  if (const TableView* p = model_.position()) {
-    a.position = p->bytes.data();
-    a.position_stride = p->row_stride;
-  }
-  if (const TableView* w = model_.norm_weight()) a.norm_weight = reinterpret_cast<const float*>(w->bytes.data());
-  if (const TableView* b = model_.norm_bias()) a.norm_bias = reinterpret_cast<const float*>(b->bytes.data());
-  a.dim = dim;
-  a.int8_params_offset = int8_params_offset(dim);
-  a.token_scale = static_cast<float>(model_.metadata().token_scale);
-  a.scale = static_cast<float>(model_.metadata().output_scale);
-  a.epsilon = static_cast<float>(model_.metadata().norm_epsilon);
-  a.ids = raw(r.ids);
-  a.segment_ids = raw(r.segment_ids);
-  a.position_ids = raw(r.position_ids);
-  a.offsets = r.sequence_offsets.empty() ? nullptr : r.sequence_offsets.data();
-  a.sequences = r.sequences;
-  a.length = length;
-  a.starts = r.start_positions.empty() ? nullptr : r.start_positions.data();
-  a.start = r.start;
-  a.position_offset = model_.metadata().position_offset;
-  a.padding_id = padding_id;
-  a.out = out.data();
-  const std::uint64_t out_bytes = n * dim * (out.dtype() == OutputDType::kF32 ? 4 : 2);
+// Runs one output's kernel over tokens [0, n): on the calling thread for small outputs, else in
+// chunks on a oneTBB arena.
+void run_kernel(kernels::KernelArgs& a, std::uint64_t n, OutputDType out_dtype, DType table_dtype,
+                const EmbedderOptions& options_, Isa isa_, std::uint64_t llc_bytes_) {
+  const std::uint64_t out_bytes = n * a.dim * output_element_bytes(out_dtype);
   switch (options_.nontemporal) {
     case NonTemporal::kAlways: a.nontemporal = true; break;
     case NonTemporal::kNever: a.nontemporal = false; break;
@@ -285,23 +233,16 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
     // finds it in cache), the two tie around 12-24 MiB, streaming wins from ~half the LLC up.
     case NonTemporal::kAuto: a.nontemporal = out_bytes > llc_bytes_ / 2; break;
   }
-  const kernels::RangeKernel kernel = kernels_for(isa_).get(token.dtype, out.dtype());
-
-  // Pages lost while the kernels read (the file truncated meanwhile) were read as zeros: the
-  // output is wrong, say so.
-  const auto checked = [&]() -> Status {
-    if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
-    return {};
-  };
+  const kernels::RangeKernel kernel = kernels_for(isa_).get(table_dtype, out_dtype);
   if (out_bytes <= options_.inline_bytes) {
     kernel(a, 0, n);  // small requests: no task overhead
-    return checked();
+    return;
   }
   // Contiguous chunks of about 128 KiB of output: large enough to amortize a task, small enough
   // to balance the load and to keep a chunk's rows within L2 while they are written.
   const std::uint64_t row_out = out_bytes / n;
   const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / row_out);
-  const auto run = [&] {
+  const auto work = [&] {
     EMBEDRT_TSAN_RELEASE(&a);
     tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, n, grain),
                       [&](const tbb::blocked_range<std::uint64_t>& range) {
@@ -313,11 +254,171 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
     EMBEDRT_TSAN_ACQUIRE(&a);
   };
   if (options_.arena != nullptr) {
-    options_.arena->execute(run);
+    options_.arena->execute(work);
   } else {
-    run();
+    work();
   }
-  return checked();
+}
+
+}  // namespace
+
+Status Embedder::embed(const EmbedRequest& r, std::span<const OutputTarget> targets) const {
+  const std::uint64_t n = r.ids.size();
+  const auto outputs = model_.outputs();
+  const bool several_outputs = outputs.size() > 1;
+  const auto prefix_of = [&](const OutputInfo& o) { return several_outputs ? "output '" + o.name + "': " : std::string(); };
+
+  // The outputs asked for: known, each once, each span the request's size in a valid dtype.
+  for (std::size_t k = 0; k < targets.size(); ++k) {
+    const OutputTarget& target = targets[k];
+    if (target.output >= outputs.size()) {
+      return request_error(ErrorCode::kInvalidArgument, "output index " + std::to_string(target.output) +
+                                                            " is past the model's " + std::to_string(outputs.size()) +
+                                                            " outputs", "output");
+    }
+    for (std::size_t other = 0; other < k; ++other) {
+      if (targets[other].output == target.output) {
+        return request_error(ErrorCode::kInvalidArgument,
+                             "output '" + outputs[target.output].name + "' is asked for twice", "output");
+      }
+    }
+    const OutputSpan& out = target.span;
+    if (output_element_bytes(out.dtype()) == 0) {
+      return Error(ErrorCode::kInvalidArgument, "output dtype value " + std::to_string(static_cast<int>(out.dtype())) +
+                                                    " is not f32, bf16 or f16", {.field = "output"});
+    }
+    const OutputInfo& o = outputs[target.output];
+    const std::uint64_t dim = o.dim();
+    if (out.size() / dim != n || out.size() % dim != 0) {
+      return request_error(ErrorCode::kInvalidArgument, prefix_of(o) + "output has " + std::to_string(out.size()) +
+                                                            " elements, expected " + std::to_string(n) + " ids x dim " +
+                                                            std::to_string(dim), "output");
+    }
+  }
+
+  // Shape of the request.
+  std::uint64_t length = 0;
+  if (!r.sequence_offsets.empty()) {
+    if (r.sequence_offsets.size() != r.sequences + 1 || r.sequence_offsets[0] != 0 ||
+        r.sequence_offsets[r.sequences] != n) {
+      return request_error(ErrorCode::kInvalidArgument,
+                           "sequence_offsets must hold sequences + 1 = " + std::to_string(r.sequences + 1) +
+                               " values from 0 to " + std::to_string(n) + " ids", "sequence_offsets");
+    }
+    for (std::uint64_t s = 0; s < r.sequences; ++s) {
+      if (r.sequence_offsets[s + 1] < r.sequence_offsets[s]) {
+        return request_error(ErrorCode::kInvalidArgument, "sequence_offsets decrease at sequence " + std::to_string(s),
+                             "sequence_offsets");
+      }
+    }
+  } else if (n > 0) {
+    if (r.sequences == 0 || n % r.sequences != 0) {
+      return request_error(ErrorCode::kInvalidArgument, std::to_string(n) + " ids cannot be split into " +
+                                                            std::to_string(r.sequences) + " sequences of equal length", "ids");
+    }
+    length = n / r.sequences;
+  }
+  if (n == 0 || targets.empty()) return {};
+  // A mapping that lost pages to a truncation is never read from again (embedrt/fault_guard.hpp).
+  if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
+  if (!r.start_positions.empty() && r.start_positions.size() != r.sequences) {
+    return request_error(ErrorCode::kInvalidArgument, std::to_string(r.start_positions.size()) + " start positions for " +
+                                                          std::to_string(r.sequences) + " sequences", "start_positions");
+  }
+  if (!r.position_ids.empty() && r.position_ids.size() != n) {
+    return request_error(ErrorCode::kInvalidArgument,
+                         std::to_string(r.position_ids.size()) + " position ids for " + std::to_string(n) + " ids", "position_ids");
+  }
+  if (!r.segment_ids.empty()) {
+    const bool any_segment_table = std::any_of(targets.begin(), targets.end(),
+                                               [&](const OutputTarget& t) { return outputs[t.output].segment != nullptr; });
+    if (!any_segment_table) {
+      return request_error(ErrorCode::kInvalidArgument,
+                           std::string(targets.size() > 1 ? "segment ids given, but no output asked for has a segment table"
+                                                          : "segment ids given, but the model has no segment table"),
+                           "segment_ids");
+    }
+    if (r.segment_ids.size() != n) {
+      return request_error(ErrorCode::kInvalidArgument,
+                           std::to_string(r.segment_ids.size()) + " segment ids for " + std::to_string(n) + " ids", "segment_ids");
+    }
+  }
+
+  // Every id, segment and position, for every output asked for, before anything is written.
+  for (const OutputTarget& target : targets) {
+    const OutputInfo& o = outputs[target.output];
+    if (Status s = validate_for_output(r, n, length, o, prefix_of(o)); !s) return s;
+  }
+
+  for (const OutputTarget& target : targets) {
+    const OutputInfo& o = outputs[target.output];
+    // The kernel's view of the request for this output.
+    kernels::KernelArgs a;
+    a.token = o.token->bytes.data();
+    a.token_stride = o.token->row_stride;
+    if (o.rules->out_of_range == OutOfRangeIds::kRowZero) a.zero_outside_rows = o.token->rows;
+    if (const TableView* s = o.segment) {
+      a.segment = s->bytes.data();
+      a.segment_stride = s->row_stride;
+    }
+    if (const TableView* p = o.position) {
+      a.position = p->bytes.data();
+      a.position_stride = p->row_stride;
+    }
+    if (const TableView* w = o.norm_weight) a.norm_weight = reinterpret_cast<const float*>(w->bytes.data());
+    if (const TableView* b = o.norm_bias) a.norm_bias = reinterpret_cast<const float*>(b->bytes.data());
+    a.dim = o.dim();
+    a.int8_params_offset = int8_params_offset(a.dim);
+    a.token_scale = static_cast<float>(o.rules->token_scale);
+    a.scale = static_cast<float>(o.rules->output_scale);
+    a.epsilon = static_cast<float>(o.rules->norm_epsilon);
+    a.ids = raw(r.ids);
+    a.segment_ids = o.segment ? raw(r.segment_ids) : kernels::RawIds{};
+    a.position_ids = raw(r.position_ids);
+    a.offsets = r.sequence_offsets.empty() ? nullptr : r.sequence_offsets.data();
+    a.sequences = r.sequences;
+    a.length = length;
+    a.starts = r.start_positions.empty() ? nullptr : r.start_positions.data();
+    a.start = r.start;
+    a.position_offset = o.rules->position_offset;
+    a.padding_id = o.rules->padding_id;
+    a.out = target.span.data();
+    run_kernel(a, n, target.span.dtype(), o.token->dtype, options_, isa_, llc_bytes_);
+  }
+
+  // Pages lost while the kernels read (the file truncated meanwhile) were read as zeros: the
+  // output is wrong, say so.
+  if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
+  return {};
+}
+
+Status Embedder::prefetch(IdSpan ids, std::span<const std::size_t> wanted, PrefetchTarget target) const {
+  const auto outputs = model_.outputs();
+  for (std::size_t index : wanted) {
+    if (index >= outputs.size()) {
+      return request_error(ErrorCode::kInvalidArgument, "output index " + std::to_string(index) + " is past the model's " +
+                                                            std::to_string(outputs.size()) + " outputs", "output");
+    }
+  }
+  const auto bring = [&](const OutputInfo& o) {
+    const std::uint64_t bytes = row_bytes(o.token->dtype, o.token->dim);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      std::int64_t id = ids[i];
+      if (id < 0 || static_cast<std::uint64_t>(id) >= o.token->rows) {
+        if (o.rules->out_of_range != OutOfRangeIds::kRowZero) continue;
+        id = 0;
+      }
+      const std::byte* row = o.token->row(static_cast<std::uint64_t>(id));
+      if (target == PrefetchTarget::kMemory) advise_will_need(row, bytes);
+      for (std::uint64_t k = 0; k < bytes; k += 64) __builtin_prefetch(row + k, 0, 3);
+    }
+  };
+  if (wanted.empty()) {
+    for (const OutputInfo& o : outputs) bring(o);
+  } else {
+    for (std::size_t index : wanted) bring(outputs[index]);
+  }
+  return {};
 }
 
 }  // namespace embedrt

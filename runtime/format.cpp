@@ -61,6 +61,58 @@ std::string_view position_kind_name(PositionKind kind) noexcept {
   return "none";
 }
 
+std::string_view out_of_range_ids_name(OutOfRangeIds rule) noexcept {
+  switch (rule) {
+    case OutOfRangeIds::kRefuse: return "refuse";
+    case OutOfRangeIds::kRowZero: return "row0";
+  }
+  return "refuse";
+}
+
+std::string_view pooling_mode_name(PoolingMode mode) noexcept {
+  switch (mode) {
+    case PoolingMode::kNone: return "none";
+    case PoolingMode::kSum: return "sum";
+    case PoolingMode::kMean: return "mean";
+    case PoolingMode::kMax: return "max";
+  }
+  return "none";
+}
+
+std::optional<OutOfRangeIds> parse_out_of_range_ids(std::string_view name) noexcept {
+  for (OutOfRangeIds r : {OutOfRangeIds::kRefuse, OutOfRangeIds::kRowZero}) {
+    if (name == out_of_range_ids_name(r)) return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<PoolingMode> parse_pooling_mode(std::string_view name) noexcept {
+  for (PoolingMode m : {PoolingMode::kNone, PoolingMode::kSum, PoolingMode::kMean, PoolingMode::kMax}) {
+    if (name == pooling_mode_name(m)) return m;
+  }
+  return std::nullopt;
+}
+
+bool is_valid_output_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
+std::uint16_t OutputRules::required_minor() const noexcept {
+  if (name != "embeddings" || !shape.empty() || out_of_range != OutOfRangeIds::kRefuse ||
+      pooling != PoolingMode::kNone || normalize || !pooling_weights_table.empty()) {
+    return 2;
+  }
+  return token_scale != 1.0 || padding_id >= 0 ? 1 : 0;
+}
+
+std::uint16_t Metadata::required_minor() const noexcept {
+  return outputs.empty() ? OutputRules::required_minor() : 2;
+}
+
 std::optional<DType> parse_dtype(std::string_view name) noexcept {
   for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise}) {
     if (name == dtype_name(d)) return d;

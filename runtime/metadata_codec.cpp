@@ -10,6 +10,7 @@
 
 #include "byte_io.hpp"
 #include "layout.hpp"
+#include "output_rule_keys.hpp"
 #include "utf8.hpp"
 
 namespace embedrt::detail {
@@ -52,13 +53,42 @@ void append_string(std::vector<std::byte>& out, std::string_view key, std::strin
   append_record(out, key, rec::kString, std::as_bytes(std::span(v.data(), v.size())));
 }
 
+const OutputRuleKey* primary_rule(std::string_view key) {
+  for (const OutputRuleKey& k : output_rule_keys()) {
+    if (!k.primary_key.empty() && k.primary_key == key) return &k;
+  }
+  return nullptr;
+}
+
+const OutputRuleKey* output_rule(std::string_view rule) {
+  for (const OutputRuleKey& k : output_rule_keys()) {
+    if (!k.output_key.empty() && k.output_key == rule) return &k;
+  }
+  return nullptr;
+}
+
+// "outputs.<name>.<rule>" split into its name and rule, for a rule of output_rule_keys().
+struct OutputKey {
+  std::string_view name;
+  const OutputRuleKey* rule;
+};
+std::optional<OutputKey> split_output_key(std::string_view key) {
+  constexpr std::string_view kPrefix = "outputs.";
+  if (key.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  const std::string_view rest = key.substr(kPrefix.size());
+  const std::size_t dot = rest.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const OutputRuleKey* rule = output_rule(rest.substr(dot + 1));
+  if (rule == nullptr) return std::nullopt;
+  return OutputKey{rest.substr(0, dot), rule};
+}
+
 // Keys with a typed field in Metadata (FORMAT.md section 5); all others live in Metadata::extra.
 bool is_typed_key(std::string_view key) {
-  for (std::string_view typed : {"model.family", "source.files", "source.dtype", "context_length", "position.offset",
-                                 "position.kind", "output.scale", "norm.epsilon", "token.scale", "position.padding_id"}) {
+  for (std::string_view typed : {"model.family", "source.files", "source.dtype"}) {
     if (key == typed) return true;
   }
-  return false;
+  return primary_rule(key) != nullptr || split_output_key(key).has_value();
 }
 
 }  // namespace
@@ -87,6 +117,20 @@ Error malformed(std::string message) {
   return Error(ErrorCode::kMalformed, "metadata: " + std::move(message));
 }
 
+void append_value(std::vector<std::byte>& out, std::string_view key, const MetadataValue& value) {
+  std::visit([&](const auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, std::uint64_t>) append_u64(out, key, v);
+    else if constexpr (std::is_same_v<T, std::int64_t>) append_i64(out, key, v);
+    else if constexpr (std::is_same_v<T, double>) append_f64(out, key, v);
+    else append_string(out, key, v);
+  }, value);
+}
+
+std::string output_key(std::string_view output, std::string_view rule) {
+  return "outputs." + std::string(output) + "." + std::string(rule);
+}
+
 }  // namespace
 
 std::vector<std::byte> encode_metadata(const Metadata& m) {
@@ -94,23 +138,24 @@ std::vector<std::byte> encode_metadata(const Metadata& m) {
   append_string(out, "model.family", m.family);
   append_string(out, "source.files", m.source_files);
   append_string(out, "source.dtype", m.source_dtype);
-  append_u64(out, "context_length", m.context_length);
-  append_u64(out, "position.offset", m.position_offset);
-  append_string(out, "position.kind", position_kind_name(m.position_kind));
-  append_f64(out, "output.scale", m.output_scale);
-  append_f64(out, "norm.epsilon", m.norm_epsilon);
-  // 1.1 keys only when they differ from their defaults, so 1.0-expressible files stay 1.0.
-  if (m.token_scale != 1.0) append_f64(out, "token.scale", m.token_scale);
-  if (m.padding_id >= 0) append_i64(out, "position.padding_id", m.padding_id);
+  // The primary output: the 1.0 keys always (so 1.0-expressible files keep their bytes), newer
+  // keys only when they differ from their defaults (so such files stay 1.0 or 1.1).
+  for (const OutputRuleKey& k : output_rule_keys()) {
+    if (k.primary_key.empty()) continue;
+    if (auto v = k.write(m.primary()); v) append_value(out, k.primary_key, *v);
+  }
+  // Other outputs: every rule that differs from its default.
+  const OutputRules defaults;
+  for (const OutputRules& o : m.outputs) {
+    for (const OutputRuleKey& k : output_rule_keys()) {
+      if (k.output_key.empty()) continue;
+      auto v = k.write(o);
+      if (v && v != k.write(defaults)) append_value(out, output_key(o.name, k.output_key), *v);
+    }
+  }
   for (const auto& [key, value] : m.extra) {
     if (is_typed_key(key)) continue;  // the typed field is the source of truth
-    std::visit([&out, &k = key](const auto& v) {
-      using T = std::decay_t<decltype(v)>;
-      if constexpr (std::is_same_v<T, std::uint64_t>) append_u64(out, k, v);
-      else if constexpr (std::is_same_v<T, std::int64_t>) append_i64(out, k, v);
-      else if constexpr (std::is_same_v<T, double>) append_f64(out, k, v);
-      else append_string(out, k, v);
-    }, value);
+    append_value(out, key, value);
   }
   return out;
 }
@@ -180,6 +225,13 @@ Result<Metadata> decode_metadata(std::span<const std::byte> block) {
       }
       return {};
     };
+    MetadataValue decoded;
+    switch (type) {
+      case rec::kU64: decoded = load_le<std::uint64_t>(value); break;
+      case rec::kI64: decoded = static_cast<std::int64_t>(load_le<std::uint64_t>(value)); break;
+      case rec::kF64: decoded = load_le<double>(value); break;
+      default: decoded = std::string(text); break;
+    }
     Status typed;
     if (key == "model.family") {
       if (typed = want(rec::kString); typed) m.family = std::string(text);
@@ -187,51 +239,37 @@ Result<Metadata> decode_metadata(std::span<const std::byte> block) {
       if (typed = want(rec::kString); typed) m.source_files = std::string(text);
     } else if (key == "source.dtype") {
       if (typed = want(rec::kString); typed) m.source_dtype = std::string(text);
-    } else if (key == "context_length") {
-      if (typed = want(rec::kU64); typed) m.context_length = load_le<std::uint64_t>(value);
-    } else if (key == "position.offset") {
-      if (typed = want(rec::kU64); typed) m.position_offset = load_le<std::uint64_t>(value);
-    } else if (key == "position.kind") {
-      if (typed = want(rec::kString); typed) {
-        auto kind = parse_position_kind(text);
-        if (!kind) {
-          return malformed("position.kind is '" + std::string(text) +
-                           "', expected learned, sinusoidal or none");
+    } else if (const OutputRuleKey* rule = primary_rule(key)) {
+      if (typed = want(rule->type); typed) {
+        if (Status s = rule->read(m, decoded); !s) return malformed(std::string(key) + " " + s.error().message());
+      }
+    } else if (const auto output = split_output_key(key)) {
+      if (typed = want(output->rule->type); typed) {
+        if (!is_valid_output_name(output->name)) {
+          return malformed("key '" + std::string(key) + "': output name '" + std::string(output->name) +
+                           "' is longer than 63 bytes");
         }
-        m.position_kind = *kind;
-      }
-    } else if (key == "output.scale") {
-      if (typed = want(rec::kF64); typed) {
-        m.output_scale = load_le<double>(value);
-        if (!std::isfinite(m.output_scale)) return malformed("output.scale is not finite");
-      }
-    } else if (key == "token.scale") {
-      if (typed = want(rec::kF64); typed) {
-        m.token_scale = load_le<double>(value);
-        if (!std::isfinite(m.token_scale)) return malformed("token.scale is not finite");
-      }
-    } else if (key == "position.padding_id") {
-      if (typed = want(rec::kI64); typed) {
-        m.padding_id = static_cast<std::int64_t>(load_le<std::uint64_t>(value));
-        if (m.padding_id < 0) return malformed("position.padding_id is negative");
-      }
-    } else if (key == "norm.epsilon") {
-      if (typed = want(rec::kF64); typed) {
-        m.norm_epsilon = load_le<double>(value);
-        if (!(m.norm_epsilon >= 0.0) || !std::isfinite(m.norm_epsilon)) {
-          return malformed("norm.epsilon is negative or not finite");
+        OutputRules* rules = nullptr;
+        for (OutputRules& o : m.outputs) {
+          if (o.name == output->name) rules = &o;
         }
+        if (rules == nullptr) {
+          rules = &m.outputs.emplace_back();
+          rules->name = std::string(output->name);
+        }
+        if (Status s = output->rule->read(*rules, decoded); !s) return malformed(std::string(key) + " " + s.error().message());
       }
     } else {
-      switch (type) {
-        case rec::kU64: m.extra.emplace(std::string(key), load_le<std::uint64_t>(value)); break;
-        case rec::kI64: m.extra.emplace(std::string(key), static_cast<std::int64_t>(load_le<std::uint64_t>(value))); break;
-        case rec::kF64: m.extra.emplace(std::string(key), load_le<double>(value)); break;
-        default: m.extra.emplace(std::string(key), std::string(text)); break;
-      }
+      m.extra.emplace(std::string(key), std::move(decoded));
     }
     if (!typed) return Error(typed.error());
     pos += record_size;
+  }
+  for (const OutputRules& o : m.outputs) {
+    if (o.token_table.empty()) {
+      return malformed("output '" + o.name + "' has rules but no token table (key 'outputs." + o.name + ".token')");
+    }
+    if (o.name == m.name) return malformed("output '" + o.name + "' is defined twice (output.name and outputs." + o.name + ".*)");
   }
   return m;
 }

@@ -1,32 +1,137 @@
 #include "embedrt/model.hpp"
 
 #include <limits>
+#include <tuple>
+
+#include "checked_math.hpp"
+#include "output_rule_keys.hpp"
 
 namespace embedrt {
 namespace {
 
-Status check_width(const std::string& path, const TableView* table, std::uint64_t dim) {
-  if (table != nullptr && table->dim != dim) {
-    return Error(ErrorCode::kMalformed, "'" + path + "': " + std::string(role_name(table->role)) +
-                                            " table '" + table->name + "' has dim " +
-                                            std::to_string(table->dim) + ", the token table has " +
-                                            std::to_string(dim));
-  }
-  return {};
-}
+// Resolves one output's tables and checks the model rules of FORMAT.md section 7 for it. The
+// primary output finds its tables by role and its messages keep their 1.0 wording; other outputs
+// find theirs by name, and their messages start with the output's name.
+class OutputResolver {
+ public:
+  OutputResolver(const TableFile& file, const OutputRules& rules, bool primary)
+      : file_(file), rules_(rules), primary_(primary),
+        prefix_("'" + file.path() + "': " + (primary ? std::string() : "output '" + rules.name + "': ")) {}
 
-Status check_norm(const std::string& path, const TableView* table) {
-  if (table != nullptr && (table->rows != 1 || table->dtype != DType::kF32)) {
-    return Error(ErrorCode::kMalformed, "'" + path + "': " + std::string(role_name(table->role)) +
-                                            " table '" + table->name + "' must be one f32 row, is [" +
-                                            std::to_string(table->rows) + ", " +
-                                            std::to_string(table->dim) + "] " +
-                                            std::string(dtype_name(table->dtype)));
+  Result<OutputInfo> resolve() {
+    OutputInfo o;
+    o.name = rules_.name;
+    o.rules = &rules_;
+    if (primary_) {
+      o.token = file_.find(Role::kToken);
+      if (o.token == nullptr) return Error(ErrorCode::kNotFound, prefix_ + "no table has the role 'token'");
+      o.position = file_.find(Role::kPosition);
+      o.segment = file_.find(Role::kSegment);
+      o.norm_weight = file_.find(Role::kNormWeight);
+      o.norm_bias = file_.find(Role::kNormBias);
+    } else {
+      for (auto [table, name, key] : {std::tuple{&o.token, &rules_.token_table, "token"},
+                                      std::tuple{&o.position, &rules_.position_table, "position"},
+                                      std::tuple{&o.segment, &rules_.segment_table, "segment"},
+                                      std::tuple{&o.norm_weight, &rules_.norm_weight_table, "norm_weight"},
+                                      std::tuple{&o.norm_bias, &rules_.norm_bias_table, "norm_bias"}}) {
+        auto found = named(*name, key);
+        if (!found) return std::move(found).error();
+        *table = *found;
+      }
+    }
+    auto weights = named(rules_.pooling_weights_table, "pooling.weights");
+    if (!weights) return std::move(weights).error();
+    o.pooling_weights = *weights;
+
+    const std::uint64_t dim = o.token->dim;
+    for (const TableView* t : {o.position, o.segment, o.norm_weight, o.norm_bias}) {
+      if (t != nullptr && t->dim != dim) {
+        return malformed(what(t) + " has dim " + std::to_string(t->dim) + ", the token table has " + std::to_string(dim));
+      }
+    }
+    for (const TableView* t : {o.norm_weight, o.norm_bias}) {
+      if (t != nullptr && (t->rows != 1 || t->dtype != DType::kF32)) {
+        return malformed(what(t) + " must be one f32 row, is [" + std::to_string(t->rows) + ", " + std::to_string(t->dim) +
+                         "] " + std::string(dtype_name(t->dtype)));
+      }
+    }
+    if (o.norm_bias != nullptr && o.norm_weight == nullptr) {
+      return malformed("a norm_bias table without a norm_weight table");
+    }
+    if (const TableView* w = o.pooling_weights; w != nullptr && (w->dim != 1 || w->rows != o.token->rows || w->dtype != DType::kF32)) {
+      return malformed("pooling.weights table '" + w->name + "' must be [" + std::to_string(o.token->rows) +
+                       ", 1] f32 (a weight per token row), is [" + std::to_string(w->rows) + ", " + std::to_string(w->dim) +
+                       "] " + std::string(dtype_name(w->dtype)));
+    }
+    if (Status s = check_positions(o.position); !s) return std::move(s).error();
+
+    o.token_shape = rules_.shape.empty() ? std::vector<std::uint64_t>{dim} : rules_.shape;
+    std::uint64_t elements = 1;
+    for (std::uint64_t n : o.token_shape) {
+      const auto product = detail::checked_mul(elements, n);
+      elements = product ? *product : 0;
+    }
+    if (elements != dim) {
+      return malformed("shape [" + detail::shape_text(o.token_shape) + "] does not hold one token's " + std::to_string(dim) +
+                       " values (the token table's dim)");
+    }
+    return o;
   }
-  return {};
-}
+
+ private:
+  Error malformed(const std::string& message) const { return Error(ErrorCode::kMalformed, prefix_ + message); }
+
+  std::string what(const TableView* t) const { return std::string(role_name(t->role)) + " table '" + t->name + "'"; }
+
+  // The table a rule names (nullptr for an empty name).
+  Result<const TableView*> named(const std::string& name, const char* rule) const {
+    if (name.empty()) return static_cast<const TableView*>(nullptr);
+    const TableView* t = file_.find(name);
+    if (t == nullptr) {
+      const std::string key = primary_ ? std::string(rule) : "outputs." + rules_.name + "." + rule;
+      return Error(ErrorCode::kNotFound, prefix_ + key + " names table '" + name + "', which the file does not have");
+    }
+    return t;
+  }
+
+  Status check_positions(const TableView* position) const {
+    const bool has_position = position != nullptr;
+    if (primary_ && has_position != (rules_.position_kind != PositionKind::kNone)) {
+      return malformed("position.kind is '" + std::string(position_kind_name(rules_.position_kind)) + "' but the file " +
+                       (has_position ? "has" : "has no") + " position table");
+    }
+    if (has_position) {
+      if (rules_.position_offset >= position->rows) {
+        return malformed("position.offset " + std::to_string(rules_.position_offset) +
+                         " leaves no row of the position table (" + std::to_string(position->rows) + " rows)");
+      }
+      if (rules_.context_length > position->rows - rules_.position_offset) {
+        return malformed("context_length " + std::to_string(rules_.context_length) + " exceeds the position table's " +
+                         std::to_string(position->rows) + " rows minus position.offset " +
+                         std::to_string(rules_.position_offset));
+      }
+    }
+    if (rules_.padding_id >= 0 && (!has_position || rules_.position_offset == 0)) {
+      return malformed("position.padding_id " + std::to_string(rules_.padding_id) +
+                       " needs a position table and a position.offset of at least 1 (pad tokens take row "
+                       "position.offset - 1)");
+    }
+    return {};
+  }
+
+  const TableFile& file_;
+  const OutputRules& rules_;
+  bool primary_;
+  std::string prefix_;
+};
 
 }  // namespace
+
+std::uint64_t OutputInfo::max_positions() const noexcept {
+  if (position == nullptr) return std::numeric_limits<std::uint64_t>::max();
+  return position->rows - rules->position_offset;
+}
 
 Result<Model> Model::open(const std::string& path, const OpenOptions& options) {
   auto file = TableFile::open(path, options);
@@ -36,59 +141,23 @@ Result<Model> Model::open(const std::string& path, const OpenOptions& options) {
 
 Result<Model> Model::from_file(TableFile file) {
   Model m(std::move(file));
-  const std::string& path = m.file_.path();
-  m.token_ = m.file_.find(Role::kToken);
-  if (m.token_ == nullptr) {
-    return Error(ErrorCode::kNotFound, "'" + path + "': no table has the role 'token'");
-  }
-  m.position_ = m.file_.find(Role::kPosition);
-  m.segment_ = m.file_.find(Role::kSegment);
-  m.norm_weight_ = m.file_.find(Role::kNormWeight);
-  m.norm_bias_ = m.file_.find(Role::kNormBias);
-  const std::uint64_t dim = m.token_->dim;
-  for (const TableView* t : {m.position_, m.segment_, m.norm_weight_, m.norm_bias_}) {
-    if (Status s = check_width(path, t, dim); !s) return std::move(s).error();
-  }
-  for (const TableView* t : {m.norm_weight_, m.norm_bias_}) {
-    if (Status s = check_norm(path, t); !s) return std::move(s).error();
-  }
-  if (m.norm_bias_ != nullptr && m.norm_weight_ == nullptr) {
-    return Error(ErrorCode::kMalformed, "'" + path + "': a norm_bias table without a norm_weight table");
-  }
-
-  const Metadata& meta = m.metadata();
-  const bool has_position = m.position_ != nullptr;
-  if (has_position != (meta.position_kind != PositionKind::kNone)) {
-    return Error(ErrorCode::kMalformed,
-                 "'" + path + "': position.kind is '" +
-                     std::string(position_kind_name(meta.position_kind)) + "' but the file " +
-                     (has_position ? "has" : "has no") + " position table");
-  }
-  if (has_position) {
-    if (meta.position_offset >= m.position_->rows) {
-      return Error(ErrorCode::kMalformed, "'" + path + "': position.offset " +
-                                              std::to_string(meta.position_offset) +
-                                              " leaves no row of the position table (" +
-                                              std::to_string(m.position_->rows) + " rows)");
-    }
-    if (meta.context_length > m.position_->rows - meta.position_offset) {
-      return Error(ErrorCode::kMalformed,
-                   "'" + path + "': context_length " + std::to_string(meta.context_length) +
-                       " exceeds the position table's " + std::to_string(m.position_->rows) +
-                       " rows minus position.offset " + std::to_string(meta.position_offset));
-    }
-  }
-  if (meta.padding_id >= 0 && (!has_position || meta.position_offset == 0)) {
-    return Error(ErrorCode::kMalformed, "'" + path + "': position.padding_id " + std::to_string(meta.padding_id) +
-                                            " needs a position table and a position.offset of at least 1 "
-                                            "(pad tokens take row position.offset - 1)");
+  const Metadata& meta = m.file_.metadata();
+  auto primary = OutputResolver(m.file_, meta.primary(), true).resolve();
+  if (!primary) return std::move(primary).error();
+  m.outputs_.push_back(std::move(*primary));
+  for (const OutputRules& rules : meta.outputs) {
+    auto output = OutputResolver(m.file_, rules, false).resolve();
+    if (!output) return std::move(output).error();
+    m.outputs_.push_back(std::move(*output));
   }
   return m;
 }
 
-std::uint64_t Model::max_positions() const noexcept {
-  if (position_ == nullptr) return std::numeric_limits<std::uint64_t>::max();
-  return position_->rows - metadata().position_offset;
+const OutputInfo* Model::find_output(std::string_view name) const noexcept {
+  for (const OutputInfo& o : outputs_) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
 }
 
 }  // namespace embedrt

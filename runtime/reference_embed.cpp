@@ -74,8 +74,15 @@ Status check_ids(std::span<const std::int64_t> ids, std::uint64_t length, std::u
 }  // namespace
 
 Status reference_embed(const Model& model, std::span<const std::int64_t> ids, std::uint64_t batch,
-                       std::uint64_t start, std::span<float> out, std::span<const std::int64_t> segment_ids) {
-  const std::uint64_t dim = model.dim();
+                       std::uint64_t start, std::span<float> out, std::span<const std::int64_t> segment_ids,
+                       std::size_t output) {
+  if (output >= model.outputs().size()) {
+    return Error(ErrorCode::kInvalidArgument, "output index " + std::to_string(output) + " is past the model's " +
+                                                  std::to_string(model.outputs().size()) + " outputs");
+  }
+  const OutputInfo& o = model.outputs()[output];
+  const OutputRules& rules = *o.rules;
+  const std::uint64_t dim = o.dim();
   if (ids.empty()) {
     if (!out.empty()) {
       return Error(ErrorCode::kInvalidArgument,
@@ -97,9 +104,9 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
   // Positions: every sequence uses start .. start + length - 1, so checking the last suffices.
   // With padding-aware positions, pads take a fixed row and only non-pads advance: the last
   // position of a sequence is start + (its non-pads) - 1 (FORMAT.md section 7).
-  const std::uint64_t limit = model.max_positions();
-  const std::int64_t padding = model.metadata().padding_id;
-  if (model.position() != nullptr && padding >= 0) {
+  const std::uint64_t limit = o.max_positions();
+  const std::int64_t padding = rules.padding_id;
+  if (o.position != nullptr && padding >= 0) {
     for (std::uint64_t b = 0; b < batch; ++b) {
       std::uint64_t nonpads = 0;
       for (std::uint64_t t = 0; t < length; ++t) {
@@ -113,7 +120,7 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
         ++nonpads;
       }
     }
-  } else if (model.position() != nullptr) {
+  } else if (o.position != nullptr) {
     const auto last = detail::checked_add(start, length - 1);
     if (!last || *last >= limit) {
       // The first offending position of each sequence; start + t <= limit cannot overflow.
@@ -124,48 +131,53 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
                                                " positions");
     }
   }
-  if (Status s = check_ids(ids, length, model.vocab_size(), "id"); !s) return s;
+  // Ids outside the table: refused, or row 0 for an output whose rule says so (FORMAT.md 7).
+  const bool row_zero = rules.out_of_range == OutOfRangeIds::kRowZero;
+  if (!row_zero) {
+    if (Status s = check_ids(ids, length, o.vocab_size(), "id"); !s) return s;
+  }
   if (!segment_ids.empty()) {
-    if (model.segment() == nullptr) {
+    if (o.segment == nullptr) {
       return Error(ErrorCode::kInvalidArgument, "segment ids given, but the model has no segment table");
     }
     if (segment_ids.size() != ids.size()) {
       return Error(ErrorCode::kInvalidArgument, std::to_string(segment_ids.size()) + " segment ids for " +
                                                     std::to_string(ids.size()) + " ids");
     }
-    if (Status s = check_ids(segment_ids, length, model.segment()->rows, "segment"); !s) return s;
+    if (Status s = check_ids(segment_ids, length, o.segment->rows, "segment"); !s) return s;
   }
 
   std::vector<float> extra(dim);
-  const std::uint64_t offset = model.metadata().position_offset;
-  const auto token_scale = static_cast<float>(model.metadata().token_scale);
-  const auto scale = static_cast<float>(model.metadata().output_scale);
-  const std::int64_t padding_id = model.metadata().padding_id;
+  const std::uint64_t offset = rules.position_offset;
+  const auto token_scale = static_cast<float>(rules.token_scale);
+  const auto scale = static_cast<float>(rules.output_scale);
+  const std::int64_t padding_id = rules.padding_id;
   std::uint64_t nonpad = 0;  // padding-aware positions: non-pad tokens before this one
   for (std::uint64_t i = 0; i < ids.size(); ++i) {
     const std::span<float> row = out.subspan(i * dim, dim);
-    decode_row(model.token(), static_cast<std::uint64_t>(ids[i]), row);
+    const bool outside = ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= o.vocab_size();
+    decode_row(*o.token, outside ? 0 : static_cast<std::uint64_t>(ids[i]), row);
     if (token_scale != 1.0f) {
       for (float& v : row) v *= token_scale;
     }
-    if (model.segment() != nullptr) {
-      decode_row(*model.segment(), segment_ids.empty() ? 0 : static_cast<std::uint64_t>(segment_ids[i]), extra);
+    if (o.segment != nullptr) {
+      decode_row(*o.segment, segment_ids.empty() ? 0 : static_cast<std::uint64_t>(segment_ids[i]), extra);
       for (std::uint64_t j = 0; j < dim; ++j) row[j] += extra[j];
     }
-    if (model.position() != nullptr) {
+    if (o.position != nullptr) {
       std::uint64_t p = start + i % length + offset;
       if (padding_id >= 0) {
         if (i % length == 0) nonpad = 0;
         p = ids[i] == padding_id ? offset - 1 : start + nonpad++ + offset;
       }
-      decode_row(*model.position(), p, extra);
+      decode_row(*o.position, p, extra);
       for (std::uint64_t j = 0; j < dim; ++j) row[j] += extra[j];
     }
     if (scale != 1.0f) {
       for (float& v : row) v *= scale;
     }
-    if (model.norm_weight() != nullptr) {
-      layer_norm(row, *model.norm_weight(), model.norm_bias(), model.metadata().norm_epsilon);
+    if (o.norm_weight != nullptr) {
+      layer_norm(row, *o.norm_weight, o.norm_bias, rules.norm_epsilon);
     }
   }
   return {};

@@ -348,7 +348,7 @@ TEST_CASE("ISA selection: forced through the API; unsupported and mixed-dtype mo
   REQUIRE(mixed);
   auto e = Embedder::create(*mixed);
   REQUIRE_FALSE(e);
-  CHECK(e.error().message().find("the position table is f16 but the token table is f32") != std::string::npos);
+  CHECK(e.error().message().find("the position table 'pos' is f16 but its token table 'tok' is f32") != std::string::npos);
 }
 
 TEST_CASE("a caller-provided task arena is used") {

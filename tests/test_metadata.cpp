@@ -121,6 +121,39 @@ TEST_CASE_FIXTURE(Fixture, "malformed metadata records") {
   }
 }
 
+TEST_CASE_FIXTURE(Fixture, "1.2 output keys: malformed values are refused at open, naming the key") {
+  const auto u64 = [](std::uint64_t v) { return bytes_of(v); };
+  expect_error(with_records({record("outputs.x.shape", 4, text("3,5"))}),
+               "output 'x' has rules but no token table (key 'outputs.x.token')");
+  expect_error(with_records({record("outputs.x.token", 1, u64(1))}), "key 'outputs.x.token' has type u64, expected string");
+  expect_error(with_records({record("output.shape", 4, text("3,,5"))}),
+               "output.shape is '3,,5', expected positive integers separated by commas");
+  expect_error(with_records({record("output.shape", 4, text("0"))}), "output.shape is '0', expected positive integers");
+  expect_error(with_records({record("ids.out_of_range", 4, text("clamp"))}), "ids.out_of_range is 'clamp', expected refuse or row0");
+  expect_error(with_records({record("pooling.mode", 4, text("median"))}),
+               "pooling.mode is 'median', expected none, sum, mean or max");
+  expect_error(with_records({record("pooling.normalize", 1, u64(2))}), "pooling.normalize is 2, expected 0 or 1");
+  expect_error(with_records({record("output.name", 4, text("has_dash-"))}), "output.name must be 1 to 63 bytes of [a-z0-9_]");
+  expect_error(with_records({record("outputs.embeddings.token", 4, text("tok"))}), "output 'embeddings' is defined twice");
+  expect_error(with_records({record("outputs." + std::string(64, 'a') + ".token", 4, text("tok"))}),
+               "is longer than 63 bytes");
+  expect_error(with_records({record("outputs.x.token", 4, text(""))}), "outputs.x.token is empty or longer than 63 bytes");
+
+  // An unknown rule of an output is an unknown key: kept, never used.
+  auto kept = open(with_records({record("outputs.x.future_rule", 1, u64(3))}));
+  REQUIRE(kept);
+  CHECK(kept->metadata().outputs.empty());
+  CHECK(kept->metadata().extra.count("outputs.x.future_rule") == 1);
+  // Rules of one output may come in any order; outputs keep the order of their first key.
+  auto ordered = open(with_records({record("outputs.b.shape", 4, text("2")), record("outputs.a.token", 4, text("tok")),
+                                    record("outputs.b.token", 4, text("tok"))}));
+  REQUIRE(ordered);
+  REQUIRE(ordered->metadata().outputs.size() == 2);
+  CHECK(ordered->metadata().outputs[0].name == "b");
+  CHECK(ordered->metadata().outputs[0].shape == std::vector<std::uint64_t>{2});
+  CHECK(ordered->metadata().outputs[1].name == "a");
+}
+
 namespace {
 
 struct ModelCase {

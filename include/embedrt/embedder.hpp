@@ -9,6 +9,9 @@
 // The token, position and segment tables must share one dtype (the converter always writes them
 // so); LayerNorm weights are f32.
 //
+// A model may have several outputs (Gemma 3n: inputs_embeds and per_layer_inputs); embed() with
+// one OutputSpan computes the primary one, embed() with OutputTargets any of them.
+//
 // Thread safety: an Embedder is immutable. Any number of threads may call embed() on one
 // Embedder at once. embed() allocates nothing and takes no lock on its own behalf (oneTBB's
 // scheduler is used for large requests); every id, segment and position is validated before
@@ -91,9 +94,17 @@ class OutputSpan {
 // Bytes of one output element (4 or 2); 0 for a value outside the enum.
 std::size_t output_element_bytes(OutputDType dtype) noexcept;
 
-// The output dtype transformers gives for this model: the table's 16-bit dtype (bf16, f16), else
-// f32; an int8 table follows the dtype of the checkpoint it came from (metadata source.dtype).
-OutputDType natural_output_dtype(const Model& model) noexcept;
+// One output of a request: which (Model::outputs() index) and the buffer it goes to
+// (ids.size() * that output's dim elements).
+struct OutputTarget {
+  std::size_t output = 0;
+  OutputSpan span;
+};
+
+// The output dtype transformers gives for this output of the model: its token table's 16-bit
+// dtype (bf16, f16), else f32; an int8 table follows the dtype of the checkpoint it came from
+// (metadata source.dtype).
+OutputDType natural_output_dtype(const Model& model, std::size_t output = 0) noexcept;
 std::string_view output_dtype_name(OutputDType dtype) noexcept;  // "f32", "bf16", "f16"
 
 struct EmbedRequest {
@@ -115,6 +126,12 @@ struct EmbedRequest {
   IdSpan segment_ids;
 };
 
+// Where Embedder::prefetch brings rows.
+enum class PrefetchTarget {
+  kCache,   // the calling core's caches (software prefetches: no system call, returns at once)
+  kMemory,  // also asks the OS to read the rows' pages in (madvise WILLNEED), for a cold mapping
+};
+
 enum class NonTemporal {
   kAuto,    // stream stores when the output exceeds half the last-level cache (a measured crossover)
   kAlways,
@@ -132,7 +149,17 @@ class Embedder {
  public:
   static Result<Embedder> create(Model model, const EmbedderOptions& options = {});
 
+  // The primary output (output 0) of every token.
   Status embed(const EmbedRequest& request, OutputSpan out) const;
+  // Several outputs of the same tokens, each into its own span (each output at most once).
+  Status embed(const EmbedRequest& request, std::span<const OutputTarget> outputs) const;
+
+  // Decoding: starts bringing the rows of `ids` (of the given outputs; all outputs when empty)
+  // toward the caller and returns without waiting, so that a later embed() of these ids finds
+  // them close. Ids outside an output's table are skipped (embed() is where they are refused).
+  // Refuses an output index past the model's outputs.
+  Status prefetch(IdSpan ids, std::span<const std::size_t> outputs = {},
+                  PrefetchTarget target = PrefetchTarget::kCache) const;
 
   const Model& model() const noexcept { return model_; }
   Isa isa() const noexcept { return isa_; }

@@ -9,13 +9,15 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace embedrt {
 
 inline constexpr std::uint16_t kFormatVersionMajor = 1;
-// 1.1 adds token.scale and padding-aware positions (position.padding_id); files that use
-// neither are written as 1.0 (FORMAT.md section 8: the lowest version that expresses the file).
-inline constexpr std::uint16_t kFormatVersionMinor = 1;
+// 1.1 adds token.scale and padding-aware positions (position.padding_id); 1.2 adds named outputs
+// (several per file), per-token output shapes, the out-of-range id rule and pooling defaults.
+// Files are written with the lowest version that expresses them (FORMAT.md section 8).
+inline constexpr std::uint16_t kFormatVersionMinor = 2;
 inline constexpr std::size_t kTableAlignment = 4096;  // every table starts on a page
 inline constexpr std::size_t kRowAlignment = 64;      // every row starts on a cache line
 inline constexpr std::size_t kMaxNameBytes = 63;
@@ -39,13 +41,29 @@ enum class Role : std::uint32_t {
 
 enum class PositionKind { kNone, kLearned, kSinusoidal };
 
+// 1.2: what an output does with an id outside its token table (FORMAT.md section 7).
+enum class OutOfRangeIds {
+  kRefuse,  // the request is refused, naming the id (the default)
+  kRowZero, // the id reads row 0 (Gemma 3n's per-layer table: ids past it, and negative ones)
+};
+
+// 1.2: how a bag of rows is pooled into one vector by default (FORMAT.md section 7).
+enum class PoolingMode { kNone, kSum, kMean, kMax };
+
 // Names as written in the CLI, metadata and messages ("f32", "token", "learned").
 std::string_view dtype_name(DType dtype) noexcept;
 std::string_view role_name(Role role) noexcept;
 std::string_view position_kind_name(PositionKind kind) noexcept;
+std::string_view out_of_range_ids_name(OutOfRangeIds rule) noexcept;  // "refuse", "row0"
+std::string_view pooling_mode_name(PoolingMode mode) noexcept;        // "none", "sum", "mean", "max"
 std::optional<DType> parse_dtype(std::string_view name) noexcept;
 std::optional<Role> parse_role(std::string_view name) noexcept;
 std::optional<PositionKind> parse_position_kind(std::string_view name) noexcept;
+std::optional<OutOfRangeIds> parse_out_of_range_ids(std::string_view name) noexcept;
+std::optional<PoolingMode> parse_pooling_mode(std::string_view name) noexcept;
+
+// Output names (FORMAT.md 5): 1 to 63 bytes of [a-z0-9_], so they can be part of a metadata key.
+bool is_valid_output_name(std::string_view name) noexcept;
 
 // Table names and string metadata must be well-formed UTF-8 (FORMAT.md 4 and 5).
 bool is_valid_utf8(std::string_view text) noexcept;
@@ -61,27 +79,45 @@ std::uint64_t default_row_stride(DType dtype, std::uint64_t dim) noexcept;
 // A metadata value of one of the record types (FORMAT.md section 5): u64, i64, f64, string.
 using MetadataValue = std::variant<std::uint64_t, std::int64_t, double, std::string>;
 
-// Typed model metadata (FORMAT.md section 5).
-struct Metadata {
-  std::string family = "custom";
-  std::string source_files;  // one per line
-  std::string source_dtype;
+// How one output of a model is computed (FORMAT.md section 7). The primary output's tables are
+// found by their roles; every other output names its tables (the *_table fields).
+struct OutputRules {
+  std::string name = "embeddings";  // 1.2: output.name / the N of outputs.N.*
+  std::string token_table, position_table, segment_table, norm_weight_table, norm_bias_table;  // other outputs only
   std::uint64_t context_length = 0;
   std::uint64_t position_offset = 0;
-  PositionKind position_kind = PositionKind::kNone;
+  PositionKind position_kind = PositionKind::kNone;  // the primary output's (other outputs: none or learned)
   double token_scale = 1.0;    // 1.1: multiplies the token row before any addition (Gemma, BART)
   double output_scale = 1.0;   // multiplies the sum before LayerNorm
   double norm_epsilon = 1e-5;
   // 1.1: tokens with this id are padding: they take position row position_offset - 1 and do not
   // advance the position of the tokens after them (RoBERTa, XLM-R, MPNet). -1: no such rule.
   std::int64_t padding_id = -1;
+  // 1.2: the shape of one token's output (Gemma 3n's per-layer inputs: {30, 256}); its product is
+  // the token table's dim. Empty: {dim}.
+  std::vector<std::uint64_t> shape;
+  OutOfRangeIds out_of_range = OutOfRangeIds::kRefuse;  // 1.2
+  PoolingMode pooling = PoolingMode::kNone;  // 1.2: the default of a bag request
+  bool normalize = false;                    // 1.2: L2-normalize pooled vectors by default
+  std::string pooling_weights_table;         // 1.2: a [vocab, 1] table of per-token weights
+
+  // The lowest format minor version that expresses these rules.
+  std::uint16_t required_minor() const noexcept;
+};
+
+// Typed model metadata (FORMAT.md section 5): the file's provenance, the primary output's rules
+// (the base: `metadata.position_offset` is the primary output's), and the other outputs.
+struct Metadata : OutputRules {
+  std::string family = "custom";
+  std::string source_files;  // one per line
+  std::string source_dtype;
+  std::vector<OutputRules> outputs;  // 1.2: the outputs after the primary one, in file order
   // Every other key, kept as read (provenance: recipe.*, config.*, source.*; keys of newer minors).
   std::map<std::string, MetadataValue, std::less<>> extra;
 
+  const OutputRules& primary() const noexcept { return *this; }
   // The lowest format minor version that expresses this metadata.
-  std::uint16_t required_minor() const noexcept {
-    return token_scale != 1.0 || padding_id >= 0 ? 1 : 0;
-  }
+  std::uint16_t required_minor() const noexcept;
 };
 
 }  // namespace embedrt

@@ -1,18 +1,42 @@
-// A Model is an opened .embt file whose tables have been checked to fit together: a token table,
-// optional position / segment tables of the same width, optional LayerNorm weight and bias.
+// A Model is an opened .embt file whose tables have been checked to fit together (FORMAT.md
+// section 7): one or more outputs, each a token table with optional position / segment tables of
+// its width, optional LayerNorm weight and bias, and its rules (scales, positions, shape, ...).
+// Output 0, the primary output, finds its tables by role; the others name theirs (1.2).
 //
 // Thread safety: immutable; share one Model between any number of threads. It keeps the mapping
-// alive, so TableView pointers obtained from it stay valid as long as the Model (or a copy) does.
+// alive, so TableView and OutputInfo pointers obtained from it stay valid as long as the Model
+// (or a copy) does.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "embedrt/error.hpp"
 #include "embedrt/format.hpp"
 #include "embedrt/table_file.hpp"
 
 namespace embedrt {
+
+// One output of a model: its tables, resolved, and its rules.
+struct OutputInfo {
+  std::string name;
+  const OutputRules* rules = nullptr;  // scales, positions, shape, id rule, pooling defaults
+  const TableView* token = nullptr;
+  const TableView* position = nullptr;         // nullptr if none
+  const TableView* segment = nullptr;          // nullptr if none
+  const TableView* norm_weight = nullptr;      // nullptr if none
+  const TableView* norm_bias = nullptr;        // nullptr if none
+  const TableView* pooling_weights = nullptr;  // nullptr if none
+  std::vector<std::uint64_t> token_shape;      // the shape of one token's output; product == dim()
+
+  std::uint64_t dim() const noexcept { return token->dim; }
+  std::uint64_t vocab_size() const noexcept { return token->rows; }
+  // Positions accepted: position rows minus the position offset (no limit without a table).
+  std::uint64_t max_positions() const noexcept;
+};
 
 class Model {
  public:
@@ -22,25 +46,25 @@ class Model {
   const TableFile& file() const noexcept { return file_; }
   const Metadata& metadata() const noexcept { return file_.metadata(); }
 
-  const TableView& token() const noexcept { return *token_; }
-  const TableView* position() const noexcept { return position_; }      // nullptr if none
-  const TableView* segment() const noexcept { return segment_; }        // nullptr if none
-  const TableView* norm_weight() const noexcept { return norm_weight_; }  // nullptr if none
-  const TableView* norm_bias() const noexcept { return norm_bias_; }      // nullptr if none
+  // Every output, the primary one first.
+  std::span<const OutputInfo> outputs() const noexcept { return outputs_; }
+  // The output with this name, or nullptr.
+  const OutputInfo* find_output(std::string_view name) const noexcept;
 
-  std::uint64_t dim() const noexcept { return token_->dim; }
-  std::uint64_t vocab_size() const noexcept { return token_->rows; }
-  // Positions accepted: position rows minus the position offset (no limit without a table).
-  std::uint64_t max_positions() const noexcept;
+  // The primary output's tables and sizes (output 0).
+  const TableView& token() const noexcept { return *outputs_[0].token; }
+  const TableView* position() const noexcept { return outputs_[0].position; }
+  const TableView* segment() const noexcept { return outputs_[0].segment; }
+  const TableView* norm_weight() const noexcept { return outputs_[0].norm_weight; }
+  const TableView* norm_bias() const noexcept { return outputs_[0].norm_bias; }
+  std::uint64_t dim() const noexcept { return outputs_[0].dim(); }
+  std::uint64_t vocab_size() const noexcept { return outputs_[0].vocab_size(); }
+  std::uint64_t max_positions() const noexcept { return outputs_[0].max_positions(); }
 
  private:
   explicit Model(TableFile file) : file_(std::move(file)) {}
   TableFile file_;
-  const TableView* token_ = nullptr;
-  const TableView* position_ = nullptr;
-  const TableView* segment_ = nullptr;
-  const TableView* norm_weight_ = nullptr;
-  const TableView* norm_bias_ = nullptr;
+  std::vector<OutputInfo> outputs_;
 };
 
 }  // namespace embedrt

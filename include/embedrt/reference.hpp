@@ -19,9 +19,10 @@ void decode_row(const TableView& table, std::uint64_t row, std::span<float> out)
 //   x *= output_scale; x = LayerNorm(x) * norm_weight + norm_bias (when the model has them)
 // `ids` is row-major [batch, length]; `segment_ids` is empty (all segment 0) or shaped like
 // `ids`; `out` holds ids.size() * dim floats. Everything is validated before anything is
-// written; the error names the batch row, the position, the value and the limit.
+// written; the error names the batch row, the position, the value and the limit. `output` picks
+// one of Model::outputs() (its tables and rules; `out` holds ids.size() * its dim floats).
 Status reference_embed(const Model& model, std::span<const std::int64_t> ids, std::uint64_t batch,
                        std::uint64_t start, std::span<float> out,
-                       std::span<const std::int64_t> segment_ids = {});
+                       std::span<const std::int64_t> segment_ids = {}, std::size_t output = 0);
 
 }  // namespace embedrt

@@ -21,6 +21,8 @@ struct RawIds {
 struct KernelArgs {
   const std::byte* token = nullptr;
   std::uint64_t token_stride = 0;
+  // Nonzero: ids at or past this many rows (negative ones included) read row 0 (OutOfRangeIds::kRowZero).
+  std::uint64_t zero_outside_rows = 0;
   const std::byte* segment = nullptr;  // nullptr: the model has no segment table
   std::uint64_t segment_stride = 0;
   const std::byte* position = nullptr;  // nullptr: the model has no position table

@@ -34,6 +34,13 @@ inline std::uint64_t id_at(RawIds ids, std::uint64_t i) noexcept {
                   : static_cast<std::uint64_t>(static_cast<const std::int32_t*>(ids.data)[i]);
 }
 
+// The token-table row of token i: its id, or row 0 for an id outside the table when the output
+// maps those to row 0 (ids arrive validated otherwise).
+inline std::uint64_t token_row(const KernelArgs& a, std::uint64_t i) noexcept {
+  const std::uint64_t id = id_at(a.ids, i);
+  return a.zero_outside_rows != 0 && id >= a.zero_outside_rows ? 0 : id;
+}
+
 // Walks tokens [begin, end) in order and yields the position-table row of each.
 // Padding-aware models (RoBERTa and kin) give a pad token row position_offset - 1 and count only
 // the other tokens, so a cursor starting mid-sequence first counts the non-pads before it.
@@ -347,10 +354,10 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t distance = prefetch_distance(table_row_bytes);
   for (std::uint64_t i = begin; i < end; ++i, out += out_row_bytes) {
     if (i + distance < end) {
-      const std::uint64_t ahead = id_at(a.ids, i + distance);
+      const std::uint64_t ahead = token_row(a, i + distance);
       prefetch_row<TD>(a.token + ahead * a.token_stride, table_row_bytes);
     }
-    const std::byte* tok = a.token + id_at(a.ids, i) * a.token_stride;
+    const std::byte* tok = a.token + token_row(a, i) * a.token_stride;
     const std::byte* seg = nullptr;
     if (a.segment != nullptr) {
       seg = a.segment + (a.segment_ids.data == nullptr ? 0 : id_at(a.segment_ids, i)) * a.segment_stride;
