@@ -140,18 +140,10 @@ std::vector<std::byte> encode_metadata(const Metadata& m) {
   append_string(out, "source.dtype", m.source_dtype);
   // The primary output: the 1.0 keys always (so 1.0-expressible files keep their bytes), newer
   // keys only when they differ from their defaults (so such files stay 1.0 or 1.1).
-  for (const OutputRuleKey& k : output_rule_keys()) {
-    if (k.primary_key.empty()) continue;
-    if (auto v = k.write(m.primary()); v) append_value(out, k.primary_key, *v);
-  }
+  for (const auto& [key, value] : output_rule_values(m.primary(), true)) append_value(out, key, value);
   // Other outputs: every rule that differs from its default.
-  const OutputRules defaults;
   for (const OutputRules& o : m.outputs) {
-    for (const OutputRuleKey& k : output_rule_keys()) {
-      if (k.output_key.empty()) continue;
-      auto v = k.write(o);
-      if (v && v != k.write(defaults)) append_value(out, output_key(o.name, k.output_key), *v);
-    }
+    for (const auto& [rule, value] : output_rule_values(o, false)) append_value(out, output_key(o.name, rule), value);
   }
   for (const auto& [key, value] : m.extra) {
     if (is_typed_key(key)) continue;  // the typed field is the source of truth

@@ -136,6 +136,27 @@ const OutputRuleKey kKeys[] = {
 
 std::span<const OutputRuleKey> output_rule_keys() { return kKeys; }
 
+}  // namespace embedrt::detail
+
+namespace embedrt {
+
+std::vector<std::pair<std::string, MetadataValue>> output_rule_values(const OutputRules& rules, bool primary) {
+  std::vector<std::pair<std::string, MetadataValue>> values;
+  const OutputRules defaults;
+  for (const detail::OutputRuleKey& k : detail::output_rule_keys()) {
+    const std::string_view key = primary ? k.primary_key : k.output_key;
+    if (key.empty()) continue;
+    auto v = k.write(rules);
+    if (!v || (!primary && v == k.write(defaults))) continue;
+    values.emplace_back(std::string(key), std::move(*v));
+  }
+  return values;
+}
+
+}  // namespace embedrt
+
+namespace embedrt::detail {
+
 std::optional<std::vector<std::uint64_t>> parse_shape(std::string_view text) {
   std::vector<std::uint64_t> shape;
   std::size_t begin = 0;

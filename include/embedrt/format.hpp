@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -104,6 +105,12 @@ struct OutputRules {
   // The lowest format minor version that expresses these rules.
   std::uint16_t required_minor() const noexcept;
 };
+
+// The rules of an output as the metadata keys and values a writer stores for them (FORMAT.md 5),
+// in the writer's order: for the primary output its own keys ("token.scale"; the 1.0 keys always,
+// newer ones when not at their default), for another output the keys under "outputs.<name>."
+// ("token", "shape"), each only when not at its default.
+std::vector<std::pair<std::string, MetadataValue>> output_rule_values(const OutputRules& rules, bool primary);
 
 // Typed model metadata (FORMAT.md section 5): the file's provenance, the primary output's rules
 // (the base: `metadata.position_offset` is the primary output's), and the other outputs.

@@ -91,11 +91,21 @@ struct ChosenTable {
   Role role;
   const SourceTensor* tensor;
   const SourceTensor* projection = nullptr;  // folded in: rows become tensor @ projection^T
+  // 0: a table of the primary output (found by its role); k > 0: the token table of
+  // metadata.outputs[k - 1] (role other), which convert_model names in that output's rules.
+  std::size_t output = 0;
 };
 
 // How token scales are rounded: to the table dtype (Gemma: transformers casts the scale to the
 // weights' dtype) or to float32 (BART: a Python float multiplies the weights).
 enum class ScaleRounding { kNone, kTableDType, kF32 };
+
+// An output's token scale before rounding; metadata's token.scale is set by convert_model, which
+// knows the table dtype.
+struct PlannedScale {
+  ScaleRounding rounding = ScaleRounding::kNone;
+  double exact = 1.0;
+};
 
 struct ModelPlan {
   std::string family;       // the recipe's name, or "custom"
@@ -103,9 +113,8 @@ struct ModelPlan {
   std::vector<ChosenTable> tables;
   std::uint64_t sinusoidal_context = 0;  // > 0: generate a fixed sinusoidal position table
   SourceDType source_dtype = SourceDType::kF32;  // of the token table: the default table dtype
-  ScaleRounding token_scale_rounding = ScaleRounding::kNone;
-  double exact_token_scale = 1.0;  // before rounding; metadata.token_scale is set by convert_model
-  Metadata metadata;  // family, offsets, epsilon, context, provenance (recipe.*, config.*)
+  std::vector<PlannedScale> token_scales = {{}};  // one per output: the primary, then metadata.outputs
+  Metadata metadata;  // family, offsets, epsilon, context, other outputs, provenance (recipe.*, config.*)
 };
 
 // The names plan_model accepts as a preset, in the order of docs (gpt2, ..., clip).

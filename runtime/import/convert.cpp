@@ -176,9 +176,17 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
   for (auto& [key, value] : metadata.extra) {
     if (auto* text = std::get_if<std::string>(&value)) *text = to_valid_utf8(*text);
   }
-  if (plan.token_scale_rounding != ScaleRounding::kNone) {
-    metadata.token_scale = applied_token_scale(plan, dtype);
-    metadata.extra["recipe.token_scale"] = describe_token_scale(plan, dtype);
+  // Each output's token scale, rounded for the table dtype chosen; the tables of outputs after
+  // the primary one are named in their rules.
+  for (std::size_t k = 0; k < plan.token_scales.size(); ++k) {
+    if (plan.token_scales[k].rounding == ScaleRounding::kNone) continue;
+    OutputRules& rules = k == 0 ? static_cast<OutputRules&>(metadata) : metadata.outputs[k - 1];
+    rules.token_scale = applied_token_scale(plan, k, dtype);
+    metadata.extra[k == 0 ? "recipe.token_scale" : "recipe.outputs." + rules.name + ".token_scale"] =
+        describe_token_scale(plan, k, dtype);
+  }
+  for (std::size_t i = 0; i < plan.tables.size(); ++i) {
+    if (plan.tables[i].output != 0) metadata.outputs[plan.tables[i].output - 1].token_table = specs[i].name;
   }
   auto writer = TableFileWriter::begin(output, specs, metadata, {.overwrite = options.overwrite, .sync = options.sync});
   if (!writer) return std::move(writer).error();

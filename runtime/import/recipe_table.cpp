@@ -55,6 +55,21 @@ const std::vector<Recipe> kRecipes = {
      .token = kDecoderToken, .scale = S::kSqrtWidthInTableDType, .width_keys = {"hidden_size"},
      .rules = "embed_tokens[id] * sqrt(hidden_size) rounded to the table dtype; the product rounded to the "
               "output dtype"},
+    {.name = "gemma3n", .model_types = {"gemma3n", "gemma3n_text"}, .name_prefixes = {"model"},
+     // Gemma3nForConditionalGeneration keeps the text model under model.language_model. beside
+     // its vision and audio towers; Gemma3nForCausalLM under model.
+     .token = {"language_model.embed_tokens.weight", "embed_tokens.weight"}, .scale = S::kSqrtWidthInTableDType,
+     .width_keys = {"hidden_size"}, .output_name = "inputs_embeds",
+     .extra_outputs = {{.name = "per_layer_inputs",
+                        .token = {"language_model.embed_tokens_per_layer.weight", "embed_tokens_per_layer.weight"},
+                        .scale = S::kSqrtWidthInTableDType, .scale_width_key = "hidden_size_per_layer_input",
+                        .rows_key = "vocab_size_per_layer_input",
+                        .shape_keys = {"num_hidden_layers", "hidden_size_per_layer_input"},
+                        .out_of_range = OutOfRangeIds::kRowZero}},
+     .rules = "inputs_embeds: embed_tokens[id] * sqrt(hidden_size) rounded to the table dtype; per_layer_inputs: "
+              "embed_tokens_per_layer[id, or 0 for ids outside [0, vocab_size_per_layer_input)] * "
+              "sqrt(hidden_size_per_layer_input) rounded to the table dtype, shaped [num_hidden_layers, "
+              "hidden_size_per_layer_input]; each product rounded to the output dtype"},
     {.name = "bloom", .model_types = {"bloom"}, .name_prefixes = {"transformer"}, .token = {"word_embeddings.weight"},
      .norm_weight = {"word_embeddings_layernorm.weight"}, .norm_bias = {"word_embeddings_layernorm.bias"},
      .width_keys = {"hidden_size", "n_embed"}, .epsilon_keys = {"layer_norm_epsilon"},

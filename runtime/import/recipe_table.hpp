@@ -29,6 +29,18 @@ enum class ScaleRule {
 
 using Names = std::vector<std::string_view>;  // tensor-name suffixes, matched at a '.' boundary
 
+// An output after the primary one (FORMAT.md 1.2), from a table of its own: Gemma 3n's per-layer
+// inputs. Its tokens use the primary output's ids.
+struct ExtraOutput {
+  std::string_view name;               // the output's name in the file
+  Names token;                         // its table, in order of preference
+  ScaleRule scale = ScaleRule::kNone;  // sqrt of `scale_width_key`'s value, rounded as the rule says
+  std::string_view scale_width_key;
+  std::string_view rows_key;           // config key that must equal the table's rows
+  Names shape_keys;                    // config keys whose values give one token's output shape
+  OutOfRangeIds out_of_range = OutOfRangeIds::kRefuse;
+};
+
 struct Recipe {
   std::string_view name;         // preset name and model.family
   Names model_types;             // config.json model_type values this recipe serves
@@ -46,14 +58,17 @@ struct Recipe {
   double default_epsilon = 1e-5;           // when no key is present (or the module hard-codes it)
   std::string_view projection;             // a Linear applied to every token row, folded in (OPT project_in)
   std::uint64_t default_padding_id = 1;    // kPaddingAware without pad_token_id in the config
+  std::string_view output_name;            // the primary output's name ("embeddings" when empty)
+  std::vector<ExtraOutput> extra_outputs;  // tables beside the token table that give outputs of their own
   std::string_view rules;                  // the computation in words, stored as recipe.rules
 };
 
 std::span<const Recipe> recipes();
 
-// The token scale a plan's model applies with tables of `dtype` (ScaleRounding), and the same in
-// words for the file's provenance ("sqrt(48) = 6.928..., applied as 6.9375").
-double applied_token_scale(const ModelPlan& plan, DType dtype);
-std::string describe_token_scale(const ModelPlan& plan, DType dtype);
+// The token scale of a plan's output (0: the primary one) applied with tables of `dtype`
+// (ScaleRounding), and the same in words for the file's provenance ("sqrt(48) = 6.928...,
+// applied as 6.9375").
+double applied_token_scale(const ModelPlan& plan, std::size_t output, DType dtype);
+std::string describe_token_scale(const ModelPlan& plan, std::size_t output, DType dtype);
 
 }  // namespace embedrt::import

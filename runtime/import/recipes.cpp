@@ -123,6 +123,10 @@ std::size_t name_fit(const Recipe& r, const std::vector<SourceTensor>& tensors) 
       return 0;
     }
   }
+  for (const ExtraOutput& o : r.extra_outputs) {
+    if (!present(o.token)) return 0;
+    ++n;
+  }
   return n;
 }
 
@@ -212,6 +216,79 @@ std::string format_number(double v) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.17g", v);
   return buffer;
+}
+
+PlannedScale sqrt_scale(ScaleRule rule, std::uint64_t width) {
+  return {rule == ScaleRule::kSqrtWidthInTableDType ? ScaleRounding::kTableDType : ScaleRounding::kF32,
+          std::sqrt(static_cast<double>(width))};
+}
+
+// Finds an extra output's table, checks it against the config, and adds its table, rules and
+// scale to the plan. Its shape and scale come only from config.json, so the config is required.
+Status plan_extra_output(ModelPlan& plan, const ExtraOutput& extra, const std::vector<SourceTensor>& tensors,
+                         const ModelConfig* config) {
+  auto found = find_table(tensors, extra.token, Role::kOther);
+  if (!found) return std::move(found).error();
+  if (*found == nullptr) {
+    return Error(ErrorCode::kNotFound, plan.family + " has an output '" + std::string(extra.name) +
+                                           "' from a table named like '" + joined(extra.token, "' or '") +
+                                           "', which the checkpoint does not have. 2-D tensors seen:" +
+                                           candidate_list(tensors));
+  }
+  const SourceTensor& t = **found;
+  if (!is_floating(t.dtype) || t.shape.size() != 2 || t.shape[0] <= 0 || t.shape[1] <= 0) {
+    return Error(ErrorCode::kInvalidArgument, "table '" + t.name + "' of output '" + std::string(extra.name) + "' is " +
+                                                  std::string(source_dtype_name(t.dtype)) + " " + shape_string(t.shape) +
+                                                  ", expected a float [rows, dim] table");
+  }
+  if (config == nullptr) {
+    return Error(ErrorCode::kInvalidArgument, plan.family + " needs its config.json: the shape of output '" +
+                                                  std::string(extra.name) + "' comes from " + joined(extra.shape_keys) +
+                                                  " (`config_path` names it)");
+  }
+  const auto number = [&](std::string_view key) -> Result<std::uint64_t> {
+    auto v = config->u64(key);
+    if (!v) return std::move(v).error();
+    if (!*v || **v == 0) {
+      return Error(ErrorCode::kMalformed, "'" + config->path() + "' has no positive " + std::string(key) + ", which output '" +
+                                              std::string(extra.name) + "' needs");
+    }
+    return **v;
+  };
+  const auto rows = static_cast<std::uint64_t>(t.shape[0]), width = static_cast<std::uint64_t>(t.shape[1]);
+  if (!extra.rows_key.empty()) {
+    auto declared = number(extra.rows_key);
+    if (!declared) return std::move(declared).error();
+    if (*declared != rows) {
+      return config_mismatch(*config, std::string(extra.rows_key) + " is " + std::to_string(*declared) + " but table '" +
+                                          t.name + "' has " + std::to_string(rows) + " rows");
+    }
+  }
+  OutputRules rules;
+  rules.name = std::string(extra.name);
+  rules.out_of_range = extra.out_of_range;
+  std::uint64_t elements = 1;
+  for (std::string_view key : extra.shape_keys) {
+    auto n = number(key);
+    if (!n) return std::move(n).error();
+    rules.shape.push_back(*n);
+    elements = *n != 0 && elements > UINT64_MAX / *n ? 0 : elements * *n;
+  }
+  if (!extra.shape_keys.empty() && elements != width) {
+    return config_mismatch(*config, joined(extra.shape_keys, " x ") + " is " + std::to_string(elements) + " but table '" +
+                                        t.name + "' is " + std::to_string(width) + " wide");
+  }
+  PlannedScale scale;
+  if (extra.scale != ScaleRule::kNone) {
+    auto scale_width = number(extra.scale_width_key);
+    if (!scale_width) return std::move(scale_width).error();
+    scale = sqrt_scale(extra.scale, *scale_width);
+  }
+  plan.metadata.outputs.push_back(std::move(rules));
+  plan.token_scales.push_back(scale);
+  plan.tables.push_back({Role::kOther, &t, nullptr, plan.metadata.outputs.size()});
+  plan.explanation += "; output '" + std::string(extra.name) + "' from '" + t.name + "'";
+  return {};
 }
 
 }  // namespace
@@ -415,7 +492,7 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
     }
   }
   for (const ChosenTable& c : plan.tables) {
-    if (c.role == Role::kToken) continue;
+    if (c.role == Role::kToken || c.output != 0) continue;
     if (static_cast<std::uint64_t>(c.tensor->shape.back()) != width) {
       return Error(ErrorCode::kInvalidArgument, std::string(role_name(c.role)) + " table '" + c.tensor->name +
                                                     "' has width " + std::to_string(c.tensor->shape.back()) +
@@ -472,7 +549,16 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
     }
   }
 
-  // 7. Metadata: the recipe's rules with the config's numbers.
+  // 7. Outputs of their own tables (Gemma 3n's per-layer inputs): table, rows, shape and scale
+  // from the config, which must describe the table.
+  if (recipe != nullptr) {
+    for (const ExtraOutput& extra : recipe->extra_outputs) {
+      if (Status s = plan_extra_output(plan, extra, tensors, config ? &*config : nullptr); !s) return std::move(s).error();
+    }
+    if (!recipe->output_name.empty()) plan.metadata.name = std::string(recipe->output_name);
+  }
+
+  // 8. Metadata: the recipe's rules with the config's numbers.
   Metadata& m = plan.metadata;
   m.family = plan.family;
   plan.source_dtype = token.dtype;
@@ -519,11 +605,7 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
   if (recipe != nullptr && recipe->scale != ScaleRule::kNone) {
     auto enabled = recipe->scale_if.empty() ? Result<bool>(true) : cfg_bool(recipe->scale_if, false);
     if (!enabled) return std::move(enabled).error();
-    if (*enabled) {
-      plan.exact_token_scale = std::sqrt(static_cast<double>(width));
-      plan.token_scale_rounding =
-          recipe->scale == ScaleRule::kSqrtWidthInTableDType ? ScaleRounding::kTableDType : ScaleRounding::kF32;
-    }
+    if (*enabled) plan.token_scales[0] = sqrt_scale(recipe->scale, width);
   }
   if (recipe != nullptr) {
     m.extra["recipe.name"] = std::string(recipe->name);
@@ -549,11 +631,12 @@ DType table_dtype(const ModelPlan& plan, const ConvertOptions& options) noexcept
   }
 }
 
-// The token scale as the model applies it, for the table dtype chosen (see ScaleRounding).
-double applied_token_scale(const ModelPlan& plan, DType dtype) {
-  switch (plan.token_scale_rounding) {
+// The token scale of an output as the model applies it, for the table dtype chosen (see ScaleRounding).
+double applied_token_scale(const ModelPlan& plan, std::size_t output, DType dtype) {
+  const PlannedScale& scale = plan.token_scales[output];
+  switch (scale.rounding) {
     case ScaleRounding::kNone: return 1.0;
-    case ScaleRounding::kF32: return static_cast<float>(plan.exact_token_scale);
+    case ScaleRounding::kF32: return static_cast<float>(scale.exact);
     case ScaleRounding::kTableDType: {
       // int8 tables keep the checkpoint's rounding (the model they approximate).
       DType rounding = dtype;
@@ -561,17 +644,18 @@ double applied_token_scale(const ModelPlan& plan, DType dtype) {
         rounding = plan.source_dtype == SourceDType::kBF16 ? DType::kBF16
                    : plan.source_dtype == SourceDType::kF16 ? DType::kF16 : DType::kF32;
       }
-      return round_scale(plan.exact_token_scale, rounding);
+      return round_scale(scale.exact, rounding);
     }
   }
   return 1.0;
 }
 
-std::string describe_token_scale(const ModelPlan& plan, DType dtype) {
-  const double applied = applied_token_scale(plan, dtype);
+std::string describe_token_scale(const ModelPlan& plan, std::size_t output, DType dtype) {
+  const double exact = plan.token_scales[output].exact;
+  const double applied = applied_token_scale(plan, output, dtype);
   // The scale is sqrt of an integer width: print the width, not its float round trip.
-  return "sqrt(" + format_number(std::round(plan.exact_token_scale * plan.exact_token_scale)) + ") = " +
-         format_number(plan.exact_token_scale) + ", applied as " + format_number(applied);
+  return "sqrt(" + format_number(std::round(exact * exact)) + ") = " + format_number(exact) + ", applied as " +
+         format_number(applied);
 }
 
 Status add_sinusoidal_positions(ModelPlan& plan, std::uint64_t context) {

@@ -16,6 +16,11 @@
 namespace embedrt::cli {
 namespace {
 
+// What a planned table is for: its role, or the output it is the token table of.
+std::string label(const import::ModelPlan& plan, const import::ChosenTable& c) {
+  return c.output == 0 ? std::string(role_name(c.role)) : plan.metadata.outputs[c.output - 1].name;
+}
+
 struct ConvertArgs {
   std::vector<std::string> inputs;
   std::string output;
@@ -79,7 +84,7 @@ int run(const ConvertArgs& args) {
                   static_cast<long long>(plan->tables[0].tensor->shape.back()));
     }
     for (const import::ChosenTable& c : plan->tables) {
-      std::printf("  %-12s %s %s %s%s\n", std::string(role_name(c.role)).c_str(), printable(c.tensor->name).c_str(),
+      std::printf("  %-12s %s %s %s%s\n", label(*plan, c).c_str(), printable(c.tensor->name).c_str(),
                   std::string(import::source_dtype_name(c.tensor->dtype)).c_str(), import::shape_string(c.tensor->shape).c_str(),
                   c.projection ? (" @ " + printable(c.projection->name) + "^T (folded)").c_str() : "");
     }
@@ -94,8 +99,10 @@ int run(const ConvertArgs& args) {
   bar.finish();
   if (!reports) return report(reports.error());
   if (args.quiet == 0) {
-    for (const import::TableReport& r : *reports) {
-      std::printf("wrote %-12s [%llu, %llu] %s", std::string(role_name(r.role)).c_str(),
+    for (std::size_t i = 0; i < reports->size(); ++i) {
+      const import::TableReport& r = (*reports)[i];
+      const std::string what = i < plan->tables.size() ? label(*plan, plan->tables[i]) : std::string(role_name(r.role));
+      std::printf("wrote %-12s [%llu, %llu] %s", what.c_str(),
                   static_cast<unsigned long long>(r.rows), static_cast<unsigned long long>(r.dim),
                   std::string(dtype_name(r.dtype)).c_str());
       if (r.exact) {

@@ -23,6 +23,7 @@ struct EmbedArgs {
   bool json = false;
   std::string out_dtype = "model";
   std::string isa;
+  std::string output;  // empty: the primary output
   bool reference = false;
 };
 
@@ -48,10 +49,15 @@ Result<std::vector<std::int64_t>> parse_ids(const std::string& text, const char*
   return ids;
 }
 
-void write_json(const std::vector<float>& out, std::uint64_t batch, std::uint64_t length,
-                std::uint64_t dim) {
-  std::string text = "{\"shape\": [" + std::to_string(batch) + ", " + std::to_string(length) +
-                     ", " + std::to_string(dim) + "], \"data\": [";
+// "[B, L, 30, 256]": the request's shape, then one token's output shape.
+std::string shape_of(std::uint64_t batch, std::uint64_t length, const std::vector<std::uint64_t>& token_shape) {
+  std::string text = "[" + std::to_string(batch) + ", " + std::to_string(length);
+  for (std::uint64_t n : token_shape) text += ", " + std::to_string(n);
+  return text + "]";
+}
+
+void write_json(const std::vector<float>& out, const std::string& shape) {
+  std::string text = "{\"shape\": " + shape + ", \"data\": [";
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (i) text += ", ";
     text += format_float(out[i]);
@@ -60,10 +66,9 @@ void write_json(const std::vector<float>& out, std::uint64_t batch, std::uint64_
   std::fwrite(text.data(), 1, text.size(), stdout);
 }
 
-void write_text(const std::vector<float>& out, std::uint64_t batch, std::uint64_t length,
-                std::uint64_t dim) {
-  std::string text = "shape [" + std::to_string(batch) + ", " + std::to_string(length) + ", " +
-                     std::to_string(dim) + "]\n";
+void write_text(const std::vector<float>& out, std::uint64_t batch, std::uint64_t length, std::uint64_t dim,
+                const std::string& shape) {
+  std::string text = "shape " + shape + "\n";
   for (std::uint64_t token = 0; token < batch * length; ++token) {
     text += "[" + std::to_string(token / length) + ", " + std::to_string(token % length) + "]";
     for (std::uint64_t j = 0; j < dim; ++j) text += " " + format_float(out[token * dim + j]);
@@ -90,15 +95,26 @@ int run(const EmbedArgs& args) {
   }
   auto model = Model::open(args.model);
   if (!model) return report(model.error());
-  if (args.out_dtype == "model") out_dtype = natural_output_dtype(*model);
-  const std::uint64_t dim = model->dim();
+  std::size_t output = 0;
+  if (!args.output.empty()) {
+    const OutputInfo* found = model->find_output(args.output);
+    if (found == nullptr) {
+      std::string names;
+      for (const OutputInfo& o : model->outputs()) names += (names.empty() ? "" : ", ") + o.name;
+      return report(Error(ErrorCode::kInvalidArgument, "--output '" + args.output + "': the model's outputs are " + names));
+    }
+    output = static_cast<std::size_t>(found - model->outputs().data());
+  }
+  if (args.out_dtype == "model") out_dtype = natural_output_dtype(*model, output);
+  const std::uint64_t dim = model->outputs()[output].dim();
+  const std::string shape = shape_of(args.batch, ids->size() / args.batch, model->outputs()[output].token_shape);
   const std::uint64_t length = ids->size() / args.batch;
   std::vector<float> out(ids->size() * dim);
   if (args.reference) {
     if (*out_dtype != OutputDType::kF32) {
       return report(Error(ErrorCode::kInvalidArgument, "--reference computes f32 only (add --out-dtype f32)"));
     }
-    if (Status s = reference_embed(*model, *ids, args.batch, args.start, out, *segments); !s) return report(s.error());
+    if (Status s = reference_embed(*model, *ids, args.batch, args.start, out, *segments, output); !s) return report(s.error());
   } else {
     EmbedderOptions options;
     if (!args.isa.empty()) {
@@ -113,14 +129,18 @@ int run(const EmbedArgs& args) {
     request.start = args.start;
     request.segment_ids = *segments;
     Status s;
+    const auto embed = [&](OutputSpan span) {
+      const OutputTarget target{output, span};
+      return embedder->embed(request, std::span(&target, 1));
+    };
     if (*out_dtype == OutputDType::kF32) {
-      s = embedder->embed(request, OutputSpan(out));
+      s = embed(OutputSpan(out));
     } else {
       // 16-bit output, printed as the floats it decodes to.
       const bool bf16 = *out_dtype == OutputDType::kBF16;
       const auto run = [&](auto element) {
         std::vector<decltype(element)> bits(out.size());
-        s = embedder->embed(request, OutputSpan(bits));
+        s = embed(OutputSpan(bits));
         for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16 ? bf16_to_f32(bits[i].bits) : f16_to_f32(bits[i].bits);
       };
       bf16 ? run(BFloat16{}) : run(Float16{});
@@ -128,9 +148,9 @@ int run(const EmbedArgs& args) {
     if (!s) return report(s.error());
   }
   if (args.json) {
-    write_json(out, args.batch, length, dim);
+    write_json(out, shape);
   } else {
-    write_text(out, args.batch, length, dim);
+    write_text(out, args.batch, length, dim, shape);
   }
   return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
 }
@@ -150,6 +170,7 @@ Runner add_embed_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, R"(print {"shape": [B, L, D], "data": [...]})");
   cmd->add_option("--out-dtype", args->out_dtype, "output precision: model (the model's own: bf16 for a bf16 table, ...), f32, bf16 or f16 (printed as decoded floats)");
   cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512 (default: best, or EMBEDRT_ISA)");
+  cmd->add_option("--output", args->output, "which output of the model (default: its primary one; `embedrt inspect` lists them)");
   cmd->add_flag("--reference", args->reference, "use the scalar reference path (the test oracle) instead of the kernels");
   return [args]() { return run(*args); };
 }

@@ -15,6 +15,20 @@
 namespace embedrt::cli {
 namespace {
 
+// A metadata value as inspect prints it (doubles to 17 digits).
+std::string value_text(const MetadataValue& value) {
+  return std::visit([](const auto& v) -> std::string {
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, std::string>) return v;
+    else if constexpr (std::is_same_v<T, double>) {
+      char buffer[32];
+      std::snprintf(buffer, sizeof buffer, "%.17g", v);
+      return buffer;
+    }
+    else return std::to_string(v);
+  }, value);
+}
+
 nlohmann::ordered_json to_json(const TableFile& file) {
   const Metadata& m = file.metadata();
   nlohmann::ordered_json doc;
@@ -33,8 +47,21 @@ nlohmann::ordered_json to_json(const TableFile& file) {
       {"norm.epsilon", m.norm_epsilon},
   };
   if (m.padding_id >= 0) doc["metadata"]["position.padding_id"] = m.padding_id;
+  // 1.2 rules of the primary output (output.name, output.shape, ...), then the other outputs.
+  for (const auto& [key, value] : output_rule_values(m.primary(), true)) {
+    if (!doc["metadata"].contains(key)) std::visit([&, k = key](const auto& v) { doc["metadata"][k] = v; }, value);
+  }
   for (const auto& [key, value] : m.extra) {
     std::visit([&, k = key](const auto& v) { doc["metadata"][k] = v; }, value);
+  }
+  auto& outputs = doc["outputs"] = nlohmann::ordered_json::array();
+  outputs.push_back({{"name", m.name}, {"primary", true}});
+  for (const OutputRules& o : m.outputs) {
+    nlohmann::ordered_json entry = {{"name", o.name}, {"primary", false}};
+    for (const auto& [key, value] : output_rule_values(o, false)) {
+      std::visit([&, k = key](const auto& v) { entry[k] = v; }, value);
+    }
+    outputs.push_back(std::move(entry));
   }
   auto& tables = doc["tables"] = nlohmann::ordered_json::array();
   for (const TableView& t : file.tables()) {
@@ -67,18 +94,23 @@ void print_text(const TableFile& file) {
   }
   std::printf("scale:     token %s, output %s\nnorm eps:  %s\n", format_float(static_cast<float>(m.token_scale)).c_str(),
               format_float(static_cast<float>(m.output_scale)).c_str(), format_float(static_cast<float>(m.norm_epsilon)).c_str());
-  for (const auto& [key, value] : m.extra) {
-    const std::string text = std::visit([](const auto& v) -> std::string {
-      using T = std::decay_t<decltype(v)>;
-      if constexpr (std::is_same_v<T, std::string>) return v;
-      else if constexpr (std::is_same_v<T, double>) {
-        char buffer[32];
-        std::snprintf(buffer, sizeof buffer, "%.17g", v);
-        return buffer;
+  // Several outputs (1.2): each with the rules it sets.
+  if (m.required_minor() >= 2) {
+    std::string rules;
+    for (const auto& [key, value] : output_rule_values(m.primary(), true)) {
+      if (key == "output.shape" || key.rfind("ids.", 0) == 0 || key.rfind("pooling.", 0) == 0) {
+        rules += ", " + key + " " + value_text(value);
       }
-      else return std::to_string(v);
-    }, value);
-    std::printf("%-10s %s\n", (key + ":").c_str(), printable(text).c_str());
+    }
+    std::printf("output:    %s (primary)%s\n", m.name.c_str(), printable(rules).c_str());
+    for (const OutputRules& o : m.outputs) {
+      rules.clear();
+      for (const auto& [key, value] : output_rule_values(o, false)) rules += (rules.empty() ? "" : ", ") + key + " " + value_text(value);
+      std::printf("output:    %s: %s\n", o.name.c_str(), printable(rules).c_str());
+    }
+  }
+  for (const auto& [key, value] : m.extra) {
+    std::printf("%-10s %s\n", (key + ":").c_str(), printable(value_text(value)).c_str());
   }
   if (!m.source_dtype.empty()) std::printf("source:    %s\n", m.source_dtype.c_str());
   if (!m.source_files.empty()) std::printf("files:     %s\n", m.source_files.c_str());
