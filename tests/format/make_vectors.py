@@ -30,7 +30,7 @@ import xxhash
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
-from embt_writer import bf16_bits, write_embt  # noqa: E402
+from embt_writer import bf16_bits, lowest_version, write_embt  # noqa: E402
 
 OUT = os.path.join(HERE, "vectors")
 rng = np.random.default_rng(2026)
@@ -61,16 +61,35 @@ def decode(dtype, array):
     return codes.astype(f32) * scale.reshape(-1, 1).astype(f32) + bias.reshape(-1, 1).astype(f32)
 
 
+OUTPUT_TABLES = ("token", "position", "segment", "norm_weight", "norm_bias")
+OUTPUT_RULES = ("context_length", "position.offset", "position.padding_id", "token.scale", "output.scale",
+                "norm.epsilon", "shape", "ids.out_of_range", "pooling.mode", "pooling.normalize", "pooling.weights")
+
+
+def output_view(tables_by_name, roles, meta, output=None):
+    """FORMAT.md 5 and 7 (1.2): the tables (by role) and rules (as the primary output's keys) of an
+    output: the primary one (None) from roles and the first key table, output N from outputs.N.*."""
+    if output is None:
+        return roles, meta
+    prefix = f"outputs.{output}."
+    tables = {role: tables_by_name[meta[prefix + role]] for role in OUTPUT_TABLES if prefix + role in meta}
+    rules = {rule: meta[prefix + rule] for rule in OUTPUT_RULES if prefix + rule in meta}
+    if "shape" in rules:
+        rules["output.shape"] = rules.pop("shape")
+    return tables, rules
+
+
 def section7(tables, meta, ids, start, segments=None):
     """FORMAT.md section 7, in float32, token by token."""
     tok = tables["token"]
+    row0 = meta.get("ids.out_of_range", "refuse") == "row0"
     offset = meta.get("position.offset", 0)
     pad = meta.get("position.padding_id", -1)
     token_scale = f32(meta.get("token.scale", 1.0))
     output_scale = f32(meta.get("output.scale", 1.0))
     rows, nonpad = [], 0
     for t, i in enumerate(ids):
-        x = tok[i].copy()
+        x = tok[i if 0 <= i < len(tok) or not row0 else 0].copy()
         if token_scale != 1:
             x = x * token_scale
         if "segment" in tables:
@@ -102,21 +121,48 @@ def plain(value):
 
 
 def expected_metadata(meta):
+    """Every key a reader shows as metadata: defaults filled in, unknown keys kept; the rules of the
+    outputs after the primary one (outputs.N.*) are shown per output instead (expected_outputs)."""
     out = dict(DEFAULTS)
-    out.update({key: plain(value) for key, value in meta.items()})
+    out.update({key: plain(value) for key, value in meta.items() if not is_output_rule(key)})
     return out
 
 
+def is_output_rule(key):
+    return key.startswith("outputs.") and key.count(".") >= 2 and key.split(".", 2)[2] in OUTPUT_TABLES + OUTPUT_RULES
+
+
+def expected_outputs(meta):
+    """The outputs a reader lists: the primary one, then each N of outputs.N.* with its rules."""
+    outputs = [{"name": plain(meta.get("output.name", "embeddings")), "primary": True}]
+    for key, value in meta.items():
+        if not is_output_rule(key):
+            continue
+        name, rule = key.split(".", 2)[1:]
+        entry = next((o for o in outputs if o["name"] == name and not o["primary"]), None)
+        if entry is None:
+            entry = {"name": name, "primary": False}
+            outputs.append(entry)
+        entry[rule] = plain(value)
+    return outputs
+
+
 def valid(name, described, specs, meta, queries, norm=False, version=None, **options):
-    """specs: [(table name, role, dtype, array[, options])]; queries: [(ids, start, segments)]."""
+    """specs: [(table name, role, dtype, array[, options])]; queries: [(ids, start, segments[, output])]."""
     path = os.path.join(OUT, name + ".embt")
     write_embt(path, specs, meta, version=version, **options)
-    decoded = {role: decode(dtype, array) for _, role, dtype, array, *_ in specs if isinstance(role, str)}
+    by_role = {role: decode(dtype, array) for tname, role, dtype, array, *_ in specs if role in ROLE_NAMES.values()
+               and role != "other"}
+    by_name = {tname: decode(dtype, array) for tname, role, dtype, array, *_ in specs}
+    plain_meta = {k: plain(v) for k, v in meta.items()}
     runs = []
-    for ids, start, segments in queries:
-        want = section7(decoded, {k: plain(v) for k, v in meta.items()}, ids, start, segments)
-        runs.append({"ids": ids, "start": start, "segments": segments,
-                     "expected_f32_hex": want.astype(f32).tobytes().hex()})
+    for ids, start, segments, *output in queries:
+        tables, rules = output_view(by_name, by_role, plain_meta, output[0] if output else None)
+        want = section7(tables, rules, ids, start, segments)
+        run = {"ids": ids, "start": start, "segments": segments, "expected_f32_hex": want.astype(f32).tobytes().hex()}
+        if output:
+            run["output"] = output[0]
+        runs.append(run)
     tables = []
     for spec in specs:
         tname, role, dtype, array = spec[:4]
@@ -124,11 +170,11 @@ def valid(name, described, specs, meta, queries, norm=False, version=None, **opt
         tables.append({"name": tname, "role": role if isinstance(role, str) else ROLE_NAMES.get(role, "other"),
                        "dtype": DTYPE_NAMES[dtype], "shape": shape})
     if version is None:
-        version = (1, 1 if "token.scale" in meta or "position.padding_id" in meta else 0)
+        version = lowest_version(meta)
     manifest.append({"file": name + ".embt", "valid": True, "describes": described,
                      "format": f"{version[0]}.{version[1]}", "metadata": expected_metadata(meta),
-                     "tables": tables, "tolerance": "1e-5 relative (LayerNorm)" if norm else "bit-exact",
-                     "runs": runs})
+                     "outputs": expected_outputs(meta), "tables": tables,
+                     "tolerance": "1e-5 relative (LayerNorm)" if norm else "bit-exact", "runs": runs})
 
 
 def invalid(name, described, raw, error, step="open"):
@@ -207,6 +253,25 @@ def main():
           [([2, 8], 0, None)], version=(1, 7), header_size=256, entry_size=192, extension_byte=0xAB,
           reserved=bytes(range(1, 65)), metadata_trailing_zeros=16)
 
+    # ---- 1.2: several outputs, shapes, the row-0 id rule, pooling defaults ----
+    # Their own generator, so the vectors made before 1.2 keep their bytes.
+    g12 = np.random.default_rng(1202)
+    per_layer = g12.standard_normal((6, 6)).astype(f32)
+    valid("v1_2_two_outputs", "format 1.2: the primary output named inputs_embeds (token.scale 2, output.shape 5) "
+          "and a second output per_layer from table 'pl' (role other, 6 rows of 2 x 3): its own token.scale 0.5, "
+          "shape 2,3, ids outside its 6 rows read row 0 (ids.out_of_range row0), its own position table 'pl_pos' "
+          "with position.offset 1",
+          [("tok", "token", "f32", tok), ("pl", "other", "f32", per_layer), ("pl_pos", "other", "f32", g12.standard_normal((9, 6)).astype(f32))],
+          {"model.family": "gemma3n", "output.name": "inputs_embeds", "output.shape": "5", "token.scale": 2.0,
+           "outputs.per_layer.token": "pl", "outputs.per_layer.token.scale": 0.5, "outputs.per_layer.shape": "2,3",
+           "outputs.per_layer.ids.out_of_range": "row0", "outputs.per_layer.position": "pl_pos",
+           "outputs.per_layer.position.offset": 1, "outputs.per_layer.context_length": 8},
+          [([3, 0, 10, 7], 0, None), ([3, 0, 10, 7, 5, 6], 2, None, "per_layer")])
+    valid("v1_2_pooling_defaults", "format 1.2: pooling defaults of the primary output (mean, normalized, "
+          "per-token weights in table 'w' [11, 1] f32); per-token requests are unchanged",
+          [("tok", "token", "f16", tok), ("w", "other", "f32", g12.random((11, 1)).astype(f32))],
+          {"pooling.mode": "mean", "pooling.normalize": 1, "pooling.weights": "w"}, [([1, 2, 10], 0, None)])
+
     # ---- well-formed files that the computation (section 7) refuses: verify passes, embed fails ----
     invalid_written("no_tables", "a valid file with no table (the footer follows the metadata): opens and "
                     "verifies, but embedding needs a token table", [], {"source.files": "x"},
@@ -221,6 +286,13 @@ def main():
                     [("tok", "token", "f32", tok), ("pos", "position", "f32", pos)],
                     {"position.kind": "learned", "position.padding_id": 1},
                     "position.padding_id 1 needs a position table and a position.offset of at least 1", step="embed")
+
+    invalid_written("output_table_missing", "format 1.2: outputs.x.token names a table the file does not have",
+                    [("tok", "token", "f32", tok)], {"outputs.x.token": "nope"},
+                    "output 'x': outputs.x.token names table 'nope', which the file does not have", step="embed")
+    invalid_written("output_shape_product", "format 1.2: output.shape 2,2 for a token table of dim 5",
+                    [("tok", "token", "f32", tok)], {"output.shape": "2,2"},
+                    "shape [2,2] does not hold one token's 5 values", step="embed")
 
     # ---- refusals of sections 2-6, each a valid file with one fault ----
     empty = written([], {"model.family": "custom", "source.files": "model.safetensors", "context_length": 0})
@@ -244,6 +316,15 @@ def main():
                     [], {"position.kind": "rotary"}, "position.kind is 'rotary'")
     invalid_written("padding_id_negative", "position.padding_id present and negative", [],
                     {"position.padding_id": ("i64", -1)}, "position.padding_id is negative")
+
+    invalid_written("output_without_token", "format 1.2: rules of an output x without outputs.x.token", [],
+                    {"outputs.x.shape": "5"}, "output 'x' has rules but no token table")
+    invalid_written("out_of_range_unknown", "format 1.2: ids.out_of_range with a value other than refuse or row0",
+                    [], {"ids.out_of_range": "clamp"}, "ids.out_of_range is 'clamp'")
+    invalid_written("output_name_invalid", "format 1.2: output.name with a character outside [a-z0-9_]", [],
+                    {"output.name": "Embeddings"}, "output.name must be 1 to 63 bytes of [a-z0-9_]")
+    invalid_written("shape_not_integers", "format 1.2: output.shape that is not positive integers", [],
+                    {"output.shape": "3,x"}, "output.shape is '3,x'")
 
     one = [("tok", "token", "f32", tok)]
     good = written(one, {})

@@ -26,8 +26,8 @@ sys.dont_write_bytecode = True  # keep tests/format and tools/python free of __p
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
 sys.path.insert(0, HERE)
-from embt_reader import read_embt  # noqa: E402
-from make_vectors import section7  # noqa: E402  (FORMAT.md section 7 in numpy; importing writes nothing)
+from embt_reader import outputs_of, read_embt  # noqa: E402
+from make_vectors import is_output_rule, section7  # noqa: E402  (FORMAT.md section 7 in numpy; importing writes nothing)
 
 CLI = os.path.abspath(sys.argv[1])
 passes, failures = 0, []
@@ -46,10 +46,12 @@ def run(*args):
     return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True)
 
 
-def embed(path, ids, start, segments=None):
+def embed(path, ids, start, segments=None, output=None):
     args = ["embed", path, "--ids", ",".join(map(str, ids)), "--start", start, "--json", "--out-dtype", "f32"]
     if segments:
         args += ["--segments", ",".join(map(str, segments))]
+    if output:
+        args += ["--output", output]
     return run(*args)
 
 
@@ -67,7 +69,7 @@ def valid_vector(v, path):
     r = run("verify", path)
     check(f"{name}: verify exits 0", r.returncode == 0, r.stderr)
     for i, q in enumerate(v["runs"]):
-        r = embed(path, q["ids"], q["start"], q["segments"])
+        r = embed(path, q["ids"], q["start"], q["segments"], q.get("output"))
         if r.returncode != 0:
             check(f"{name} run {i}", False, r.stderr)
             continue
@@ -75,7 +77,7 @@ def valid_vector(v, path):
         got = np.array(doc["data"], dtype=np.float64).astype(np.float32)
         want = np.frombuffer(bytes.fromhex(q["expected_f32_hex"]), dtype=np.float32)
         ok, detail = same_rows(got, want, v["tolerance"])
-        check(f"{name} run {i}: {v['tolerance']}", ok and doc["shape"][-2] == len(q["ids"]), detail)
+        check(f"{name} run {i}: {v['tolerance']}", ok and doc["shape"][1] == len(q["ids"]), detail)
     r = run("inspect", path, "--json")
     if r.returncode != 0:
         check(f"{name}: inspect --json", False, r.stderr)
@@ -84,6 +86,8 @@ def valid_vector(v, path):
     check(f"{name}: inspect shows format {v['format']}", doc["format"] == v["format"], doc["format"])
     check(f"{name}: inspect shows the metadata (defaults filled in, unknown keys kept)",
           doc["metadata"] == v["metadata"], f"{doc['metadata']} != {v['metadata']}")
+    check(f"{name}: inspect shows the outputs and their rules", doc["outputs"] == v["outputs"],
+          f"{doc['outputs']} != {v['outputs']}")
     tables = [{k: t[k] for k in ("name", "role", "dtype", "shape")} for t in doc["tables"]]
     check(f"{name}: inspect shows the tables", tables == v["tables"], f"{tables} != {v['tables']}")
     # The independent reader agrees on everything it can see.
@@ -92,7 +96,8 @@ def valid_vector(v, path):
         ok = f"{version[0]}.{version[1]}" == v["format"] and \
             [(t["name"], t["role"], t["dtype"]) for t in py_tables] == \
             [(t["name"], t["role"], t["dtype"]) for t in v["tables"]] and \
-            all(v["metadata"][k] == value for k, value in meta.items())
+            all(v["metadata"][k] == value for k, value in meta.items() if not is_output_rule(k)) and \
+            [o["name"] for o in v["outputs"][1:]] == outputs_of(meta)
         check(f"{name}: the Python reader accepts it", ok, (version, meta))
     except ValueError as e:
         check(f"{name}: the Python reader accepts it", False, str(e))
@@ -218,8 +223,47 @@ def writer_side():
                 and np.array_equal(roles["norm_weight"]["values"][0], roberta["roberta.embeddings.LayerNorm.weight"])
             check("C++ writer roberta: a 1.1 file (position.padding_id) read back by the Python reader", ok,
                   (version, {k: v for k, v in meta.items() if not k.startswith("recipe.")}))
+        writer_two_outputs(work, rng)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def writer_two_outputs(work, rng):
+    """A Gemma 3n folder (f32 tables): the C++ writer must write format 1.2 with a second output, and
+    section 7 on the Python reader's view of that output must equal embedrt embed --output."""
+    folder = os.path.join(work, "gemma3n")
+    os.makedirs(folder)
+    tensors = {"model.embed_tokens.weight": rng.standard_normal((12, 4)).astype(np.float32),
+               "model.embed_tokens_per_layer.weight": rng.standard_normal((8, 6)).astype(np.float32)}
+    safetensors(os.path.join(folder, "model.safetensors"), tensors)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"model_type": "gemma3n_text", "vocab_size": 12, "hidden_size": 4, "vocab_size_per_layer_input": 8,
+                   "hidden_size_per_layer_input": 3, "num_hidden_layers": 2}, f)
+    out = os.path.join(work, "gemma3n.embt")
+    r = run("convert", folder, "-o", out, "-q")
+    if r.returncode != 0:
+        check("C++ writer gemma3n (1.2): convert", False, r.stderr)
+        return
+    got = read_back("gemma3n (1.2)", out)
+    if got is None:
+        return
+    version, meta, tables = got
+    check("C++ writer gemma3n: format 1.2 with outputs inputs_embeds and per_layer_inputs",
+          version == (1, 2) and meta.get("output.name") == "inputs_embeds" and outputs_of(meta) == ["per_layer_inputs"]
+          and meta.get("outputs.per_layer_inputs.shape") == "2,3"
+          and meta.get("outputs.per_layer_inputs.ids.out_of_range") == "row0",
+          (version, {k: v for k, v in meta.items() if not k.startswith(("recipe.", "config."))}))
+    by_name = {t["name"]: t["values"] for t in tables}
+    prefix = "outputs.per_layer_inputs."
+    rules = {"token.scale": meta.get(prefix + "token.scale", 1.0), "ids.out_of_range": meta[prefix + "ids.out_of_range"]}
+    ids = [0, 7, 8, 11, 3]
+    want = section7({"token": by_name[meta[prefix + "token"]]}, rules, ids, 0).astype(np.float32).ravel()
+    r = embed(out, ids, 0, output="per_layer_inputs")
+    got_rows = np.array(json.loads(r.stdout)["data"], dtype=np.float64).astype(np.float32).ravel() \
+        if r.returncode == 0 else np.zeros(0, np.float32)
+    ok, detail = same_rows(got_rows, want, "bit-exact")
+    check("C++ writer gemma3n: section 7 of output per_layer_inputs on the Python reader's tables equals embedrt "
+          "embed --output per_layer_inputs (ids past its 8 rows read row 0)", ok and r.returncode == 0, detail + r.stderr)
 
 
 reader_side()

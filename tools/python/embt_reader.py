@@ -15,7 +15,16 @@ FOOTER = b"EMBT-END"
 DTYPES = {1: "f32", 2: "f16", 3: "bf16", 4: "int8"}  # 4 is int8_rowwise; the tools spell it int8
 ROLES = {0: "other", 1: "token", 2: "position", 3: "segment", 4: "norm_weight", 5: "norm_bias"}
 KNOWN_KEYS = {"model.family": 4, "source.files": 4, "source.dtype": 4, "context_length": 1, "position.offset": 1,
-              "position.kind": 4, "token.scale": 3, "output.scale": 3, "norm.epsilon": 3, "position.padding_id": 2}
+              "position.kind": 4, "token.scale": 3, "output.scale": 3, "norm.epsilon": 3, "position.padding_id": 2,
+              # 1.2: the primary output's name, shape, id rule and pooling defaults
+              "output.name": 4, "output.shape": 4, "ids.out_of_range": 4, "pooling.mode": 4, "pooling.normalize": 1,
+              "pooling.weights": 4}
+# 1.2: the rules of output N, as keys outputs.N.<rule> (FORMAT.md 5), with their types.
+OUTPUT_RULES = {"token": 4, "position": 4, "segment": 4, "norm_weight": 4, "norm_bias": 4, "context_length": 1,
+                "position.offset": 1, "position.padding_id": 2, "token.scale": 3, "output.scale": 3,
+                "norm.epsilon": 3, "shape": 4, "ids.out_of_range": 4, "pooling.mode": 4, "pooling.normalize": 1,
+                "pooling.weights": 4}
+NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 KEY_CHARS = set(b"abcdefghijklmnopqrstuvwxyz0123456789._")
 
 
@@ -56,7 +65,7 @@ def _metadata(block):
         _need(key not in meta, f"metadata: duplicate key '{key}'")
         _need(kind in (1, 2, 3, 4), f"metadata: key '{key}' has unknown type {kind}")
         _need(kind == 4 or value_size == 8, f"metadata: key '{key}' value_size")
-        _need(KNOWN_KEYS.get(key, kind) == kind, f"metadata: key '{key}' has the wrong type")
+        _need(KNOWN_KEYS.get(key, _output_rule_type(key, kind)) == kind, f"metadata: key '{key}' has the wrong type")
         value = block[pos + 8 + key_size:pos + 8 + key_size + value_size]
         meta[key] = {1: lambda v: struct.unpack("<Q", v)[0], 2: lambda v: struct.unpack("<q", v)[0],
                      3: lambda v: struct.unpack("<d", v)[0],
@@ -68,7 +77,58 @@ def _metadata(block):
         _need(np.isfinite(meta.get(key, 1.0)), f"metadata: {key} is not finite")
     _need(meta.get("norm.epsilon", 1.0) >= 0, "metadata: norm.epsilon is negative")
     _need(meta.get("position.padding_id", 0) >= 0, "metadata: position.padding_id is negative")
+    _check_rules(meta, "", "output.")
+    names = {meta.get("output.name", "embeddings")}
+    for name in outputs_of(meta):
+        _need(0 < len(name) <= 63, f"metadata: output name '{name}' is longer than 63 bytes")
+        _need(f"outputs.{name}.token" in meta, f"metadata: output '{name}' has rules but no token table")
+        _need(name not in names, f"metadata: output '{name}' is defined twice")
+        names.add(name)
+        _check_rules(meta, f"outputs.{name}.", f"outputs.{name}.")
     return meta
+
+
+def _output_rule_type(key, kind):
+    """The type outputs.N.<rule> must have, or `kind` itself for a key that is not such a rule."""
+    if not key.startswith("outputs.") or key.count(".") < 2:
+        return kind
+    rule = key.split(".", 2)[2]
+    return OUTPUT_RULES.get(rule, kind)
+
+
+def outputs_of(meta):
+    """The names of the outputs after the primary one, in the order their first key appears (1.2)."""
+    names = []
+    for key in meta:
+        if key.startswith("outputs.") and key.count(".") >= 2:
+            name, rule = key.split(".", 2)[1:]
+            if rule in OUTPUT_RULES and name not in names:
+                names.append(name)
+    return names
+
+
+def _check_rules(meta, prefix, shape_prefix):
+    """The values of the 1.2 rules of one output (FORMAT.md 5)."""
+    def get(rule, default):
+        return meta.get(prefix + rule, default)
+    if prefix == "":
+        name = meta.get("output.name", "embeddings")
+        _need(0 < len(name) <= 63 and set(name) <= NAME_CHARS, "metadata: output.name")
+    shape = meta.get(shape_prefix + "shape") if prefix else meta.get("output.shape")
+    if shape is not None:
+        parts = shape.split(",")
+        _need(len(parts) <= 8 and all(p.isdigit() and p.isascii() and int(p) > 0 for p in parts),
+              f"metadata: {prefix or 'output.'}shape")
+    _need(get("ids.out_of_range", "refuse") in ("refuse", "row0"), f"metadata: {prefix}ids.out_of_range")
+    _need(get("pooling.mode", "none") in ("none", "sum", "mean", "max"), f"metadata: {prefix}pooling.mode")
+    _need(get("pooling.normalize", 0) in (0, 1), f"metadata: {prefix}pooling.normalize")
+    for rule in ("token.scale", "output.scale", "norm.epsilon"):
+        _need(np.isfinite(get(rule, 1.0)), f"metadata: {prefix}{rule} is not finite")
+    _need(get("norm.epsilon", 1.0) >= 0, f"metadata: {prefix}norm.epsilon is negative")
+    _need(get("position.padding_id", 0) >= 0, f"metadata: {prefix}position.padding_id is negative")
+    for rule in ("token", "position", "segment", "norm_weight", "norm_bias", "pooling.weights"):
+        table = get(rule, None) if (prefix or rule == "pooling.weights") else None
+        _need(table is None or 1 <= len(table.encode()) <= 63, f"metadata: {prefix}{rule} names no table")
 
 
 def read_embt(path, strict_writer=True):

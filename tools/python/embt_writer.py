@@ -46,6 +46,14 @@ def _align(x, a):
 
 TYPES = {"u64": 1, "i64": 2, "f64": 3, "string": 4}
 KEYS_1_1 = ("token.scale", "position.padding_id")  # FORMAT.md 3: a file using one is version 1.1
+KEYS_1_2 = ("output.name", "output.shape", "ids.out_of_range", "pooling.mode", "pooling.normalize", "pooling.weights")
+
+
+def lowest_version(metadata):
+    """FORMAT.md 3 and 8: the lowest version that expresses the metadata."""
+    if any(key in KEYS_1_2 or key.startswith("outputs.") for key in metadata):
+        return (1, 2)
+    return (1, 1 if any(key in metadata for key in KEYS_1_1) else 0)
 
 
 def _metadata_block(metadata, trailing_zeros=0):
@@ -87,7 +95,7 @@ def write_embt(path, tables, metadata, version=None, header_size=128, entry_size
     header_size and entry_size say by how much, extension_byte fills the added bytes, reserved
     goes into the header's reserved bytes [56, 120); a 1.x reader ignores all of them."""
     if version is None:
-        version = (1, 1 if any(key in metadata for key in KEYS_1_1) else 0)
+        version = lowest_version(metadata)
     assert header_size >= 128 and header_size % 8 == 0 and entry_size >= 128 and entry_size % 8 == 0
     assert len(reserved) <= 64
     meta = _metadata_block(metadata, metadata_trailing_zeros)
