@@ -4,6 +4,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "embedrt/embedder.hpp"
 #include "embedrt/fault_guard.hpp"
@@ -58,6 +59,11 @@ embedrt_status guarded(embedrt_error** error, Body&& body) noexcept {
   }
 }
 
+embedrt::IdSpan id_span(const void* ids, std::size_t n, int is_int64) {
+  if (is_int64) return std::span(static_cast<const std::int64_t*>(ids), n);
+  return std::span(static_cast<const std::int32_t*>(ids), n);
+}
+
 }  // namespace
 
 extern "C" {
@@ -89,6 +95,25 @@ embedrt_status embedrt_install_fault_guard(embedrt_error** error) {
 void embedrt_model_free(embedrt_model* model) { delete model; }
 uint64_t embedrt_model_dim(const embedrt_model* model) { return model ? model->model.dim() : 0; }
 uint64_t embedrt_model_vocab_size(const embedrt_model* model) { return model ? model->model.vocab_size() : 0; }
+
+size_t embedrt_model_output_count(const embedrt_model* model) { return model ? model->model.outputs().size() : 0; }
+
+const char* embedrt_model_output_name(const embedrt_model* model, size_t output) {
+  if (model == nullptr || output >= model->model.outputs().size()) return nullptr;
+  return model->model.outputs()[output].name.c_str();
+}
+
+uint64_t embedrt_model_output_dim(const embedrt_model* model, size_t output) {
+  if (model == nullptr || output >= model->model.outputs().size()) return 0;
+  return model->model.outputs()[output].dim();
+}
+
+size_t embedrt_model_output_shape(const embedrt_model* model, size_t output, uint64_t* shape, size_t capacity) {
+  if (model == nullptr || output >= model->model.outputs().size()) return 0;
+  const auto& dims = model->model.outputs()[output].token_shape;
+  for (size_t i = 0; shape != nullptr && i < dims.size() && i < capacity; ++i) shape[i] = dims[i];
+  return dims.size();
+}
 
 embedrt_status embedrt_model_verify(const embedrt_model* model, embedrt_error** error) {
   return guarded(error, [&]() -> embedrt_status {
@@ -123,33 +148,56 @@ const char* embedrt_embedder_isa(const embedrt_embedder* embedder) {
 
 embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_request* request, void* out,
                              size_t out_bytes, int out_dtype, embedrt_error** error) {
+  const embedrt_output_target target{0, out, out_bytes, out_dtype};
+  return embedrt_embed_outputs(embedder, request, &target, 1, error);
+}
+
+embedrt_status embedrt_embed_outputs(const embedrt_embedder* embedder, const embedrt_request* request,
+                                     const embedrt_output_target* targets, size_t num_targets, embedrt_error** error) {
   return guarded(error, [&]() -> embedrt_status {
-    if (embedder == nullptr || request == nullptr || (out == nullptr && out_bytes > 0) ||
+    if (embedder == nullptr || request == nullptr || (targets == nullptr && num_targets > 0) ||
         (request->ids == nullptr && request->num_ids > 0)) {
       return fail(error, EMBEDRT_INVALID_ARGUMENT, "embedder, request, ids and out must not be NULL");
     }
     const std::size_t n = request->num_ids;
     embedrt::EmbedRequest r;
-    if (request->ids_are_int64) {
-      r.ids = std::span(static_cast<const std::int64_t*>(request->ids), n);
-    } else {
-      r.ids = std::span(static_cast<const std::int32_t*>(request->ids), n);
-    }
+    r.ids = id_span(request->ids, n, request->ids_are_int64);
     r.sequences = request->sequences;
     if (request->sequence_offsets) r.sequence_offsets = {request->sequence_offsets, request->sequences + 1};
     if (request->position_ids) r.position_ids = std::span(request->position_ids, n);
     if (request->start_positions) r.start_positions = {request->start_positions, request->sequences};
     r.start = request->start;
     if (request->segment_ids) r.segment_ids = std::span(request->segment_ids, n);
-    if (out_dtype != EMBEDRT_OUT_F32 && out_dtype != EMBEDRT_OUT_BF16 && out_dtype != EMBEDRT_OUT_F16) {
-      return fail(error, EMBEDRT_INVALID_ARGUMENT, "unknown output dtype " + std::to_string(out_dtype));
+    std::vector<embedrt::OutputTarget> outputs;
+    outputs.reserve(num_targets);
+    for (size_t k = 0; k < num_targets; ++k) {
+      const embedrt_output_target& t = targets[k];
+      if (t.out == nullptr && t.out_bytes > 0) return fail(error, EMBEDRT_INVALID_ARGUMENT, "out must not be NULL");
+      if (t.out_dtype != EMBEDRT_OUT_F32 && t.out_dtype != EMBEDRT_OUT_BF16 && t.out_dtype != EMBEDRT_OUT_F16) {
+        return fail(error, EMBEDRT_INVALID_ARGUMENT, "unknown output dtype " + std::to_string(t.out_dtype));
+      }
+      const auto dtype = t.out_dtype == EMBEDRT_OUT_F32    ? embedrt::OutputDType::kF32
+                         : t.out_dtype == EMBEDRT_OUT_BF16 ? embedrt::OutputDType::kBF16
+                                                           : embedrt::OutputDType::kF16;
+      auto span = embedrt::OutputSpan::from_bytes({static_cast<std::byte*>(t.out), t.out_bytes}, dtype);
+      if (!span) return fail(error, span.error());
+      outputs.push_back({t.output, *span});
     }
-    const auto dtype = out_dtype == EMBEDRT_OUT_F32    ? embedrt::OutputDType::kF32
-                       : out_dtype == EMBEDRT_OUT_BF16 ? embedrt::OutputDType::kBF16
-                                                       : embedrt::OutputDType::kF16;
-    auto span = embedrt::OutputSpan::from_bytes({static_cast<std::byte*>(out), out_bytes}, dtype);
-    if (!span) return fail(error, span.error());
-    const embedrt::Status s = embedder->embedder.embed(r, *span);
+    const embedrt::Status s = embedder->embedder.embed(r, outputs);
+    if (!s) return fail(error, s.error());
+    return EMBEDRT_OK;
+  });
+}
+
+embedrt_status embedrt_prefetch(const embedrt_embedder* embedder, const void* ids, size_t num_ids, int ids_are_int64,
+                                int page_in, embedrt_error** error) {
+  return guarded(error, [&]() -> embedrt_status {
+    if (embedder == nullptr || (ids == nullptr && num_ids > 0)) {
+      return fail(error, EMBEDRT_INVALID_ARGUMENT, "embedder and ids must not be NULL");
+    }
+    const embedrt::Status s = embedder->embedder.prefetch(
+        id_span(ids, num_ids, ids_are_int64), {},
+        page_in ? embedrt::PrefetchTarget::kMemory : embedrt::PrefetchTarget::kCache);
     if (!s) return fail(error, s.error());
     return EMBEDRT_OK;
   });

@@ -78,6 +78,14 @@ uint64_t embedrt_model_dim(const embedrt_model* model);
 uint64_t embedrt_model_vocab_size(const embedrt_model* model);
 embedrt_status embedrt_model_verify(const embedrt_model* model, embedrt_error** error);
 
+/* Outputs (format 1.2): a model has one or more; output 0 is the one embedrt_embed() computes.
+ * Past the last output: NULL name, 0 dim and rank. embedrt_model_output_shape() writes the shape of
+ * one token's output (rank values; at most 8) to `shape`, which holds `capacity` values. */
+size_t embedrt_model_output_count(const embedrt_model* model);
+const char* embedrt_model_output_name(const embedrt_model* model, size_t output);
+uint64_t embedrt_model_output_dim(const embedrt_model* model, size_t output);
+size_t embedrt_model_output_shape(const embedrt_model* model, size_t output, uint64_t* shape, size_t capacity);
+
 /* `isa` is NULL (the best, or EMBEDRT_ISA) or one of "scalar", "sse4.2", "avx2", "avx512".
  * The embedder keeps the model alive; the model handle may be freed right after. */
 embedrt_status embedrt_embedder_create(const embedrt_model* model, const char* isa, embedrt_embedder** embedder,
@@ -92,6 +100,21 @@ const char* embedrt_embedder_isa(const embedrt_embedder* embedder);
  * EMBEDRT_INVALID_ARGUMENT. */
 embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_request* request, void* out,
                              size_t out_bytes, int out_dtype, embedrt_error** error);
+
+/* Several outputs of one request, each into its own buffer (as embedrt_embed's `out`). */
+typedef struct embedrt_output_target {
+  size_t output;
+  void* out;
+  size_t out_bytes;
+  int out_dtype;
+} embedrt_output_target;
+embedrt_status embedrt_embed_outputs(const embedrt_embedder* embedder, const embedrt_request* request,
+                                     const embedrt_output_target* targets, size_t num_targets, embedrt_error** error);
+
+/* Decoding: starts bringing the rows of `ids` (of every output) into the cache, and, when
+ * `page_in` is nonzero, asks the OS to read their pages in (a cold mapping); returns at once. */
+embedrt_status embedrt_prefetch(const embedrt_embedder* embedder, const void* ids, size_t num_ids, int ids_are_int64,
+                                int page_in, embedrt_error** error);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,7 @@ static int passed = 0, failed = 0;
 static float expected(int id, int position, int j) { return (float)id + (float)j / 8.0f + 100.0f * (float)position; }
 
 int main(int argc, char** argv) {
-  if (argc != 2) return 2;
+  if (argc != 3) return 2;
   embedrt_error* error = NULL;
   embedrt_model* model = NULL;
 
@@ -112,6 +112,41 @@ int main(int argc, char** argv) {
   CHECK(embedrt_embed(embedder, NULL, out, 9 * sizeof(float), EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
   CHECK(embedrt_embed(embedder, &request, out, 10 * sizeof(float), 7, NULL) == EMBEDRT_INVALID_ARGUMENT);
 
+  embedrt_embedder_free(embedder);
+
+  /* A model with two outputs: names, dims, shapes, both embedded by one call, prefetch. */
+  CHECK(embedrt_model_open(argv[2], &model, NULL) == EMBEDRT_OK);
+  CHECK(embedrt_model_output_count(model) == 2);
+  CHECK(strcmp(embedrt_model_output_name(model, 0), "embeddings") == 0);
+  CHECK(strcmp(embedrt_model_output_name(model, 1), "extra") == 0);
+  CHECK(embedrt_model_output_name(model, 2) == NULL);
+  CHECK(embedrt_model_output_dim(model, 1) == 6);
+  uint64_t shape[8] = {0};
+  CHECK(embedrt_model_output_shape(model, 1, shape, 8) == 2 && shape[0] == 2 && shape[1] == 3);
+  CHECK(embedrt_model_output_shape(model, 0, shape, 8) == 1 && shape[0] == 5);
+  CHECK(embedrt_model_output_shape(model, 9, shape, 8) == 0);
+  CHECK(embedrt_embedder_create(model, NULL, &embedder, NULL) == EMBEDRT_OK);
+  embedrt_model_free(model);
+  const int64_t two[2] = {3, 9}; /* 9 is past the extra table's 4 rows: row 0 there */
+  memset(&request, 0, sizeof request);
+  request.ids = two;
+  request.ids_are_int64 = 1;
+  request.num_ids = 2;
+  request.sequences = 1;
+  float primary[2 * 5], extra_out[2 * 6];
+  embedrt_output_target targets[2] = {{1, extra_out, sizeof extra_out, EMBEDRT_OUT_F32},
+                                      {0, primary, sizeof primary, EMBEDRT_OUT_F32}};
+  CHECK(embedrt_embed_outputs(embedder, &request, targets, 2, NULL) == EMBEDRT_OK);
+  CHECK(primary[5 + 1] == expected(9, 1, 1));
+  CHECK(extra_out[0] == 1030.0f && extra_out[5] == 1035.0f && extra_out[6] == 1000.0f && extra_out[11] == 1005.0f);
+  targets[0].output = 5;
+  CHECK(embedrt_embed_outputs(embedder, &request, targets, 2, &error) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(error != NULL && strcmp(embedrt_error_message(error), "output index 5 is past the model's 2 outputs") == 0);
+  embedrt_error_free(error);
+  error = NULL;
+  CHECK(embedrt_prefetch(embedder, two, 2, 1, 0, NULL) == EMBEDRT_OK);
+  CHECK(embedrt_prefetch(embedder, ids32, 6, 0, 1, NULL) == EMBEDRT_OK);
+  CHECK(embedrt_prefetch(embedder, NULL, 1, 0, 0, NULL) == EMBEDRT_INVALID_ARGUMENT);
   embedrt_embedder_free(embedder);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
