@@ -68,10 +68,11 @@ Error request_error(ErrorCode code, std::string message, const char* field) {
   return Error(code, std::move(message), {.field = field});
 }
 
+// `unit` is "sequence" for embed() and "bag" for pool(); ErrorContext::sequence holds its index.
 Error out_of_range(std::uint64_t sequence, std::uint64_t position, const char* what, std::int64_t value,
-                   std::uint64_t limit, const char* field) {
+                   std::uint64_t limit, const char* field, const char* unit = "sequence") {
   return Error(ErrorCode::kOutOfRange,
-               "sequence " + std::to_string(sequence) + ", position " + std::to_string(position) + ": " + what + " " +
+               std::string(unit) + " " + std::to_string(sequence) + ", position " + std::to_string(position) + ": " + what + " " +
                    std::to_string(value) + " is out of range [0, " + std::to_string(limit) + ")",
                {.field = field, .sequence = sequence, .position = position});
 }
@@ -388,6 +389,129 @@ Status Embedder::embed(const EmbedRequest& r, std::span<const OutputTarget> targ
 
   // Pages lost while the kernels read (the file truncated meanwhile) were read as zeros: the
   // output is wrong, say so.
+  if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
+  return {};
+}
+
+Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) const {
+  const auto outputs = model_.outputs();
+  if (output >= outputs.size()) {
+    return request_error(ErrorCode::kInvalidArgument, "output index " + std::to_string(output) + " is past the model's " +
+                                                          std::to_string(outputs.size()) + " outputs", "output");
+  }
+  const OutputInfo& o = outputs[output];
+  const std::string prefix = outputs.size() > 1 ? "output '" + o.name + "': " : std::string();
+  if (o.position != nullptr || o.segment != nullptr || o.norm_weight != nullptr) {
+    return Error(ErrorCode::kUnsupported, prefix + "pooling applies to a token table alone; this output adds " +
+                                              (o.position ? "positions" : o.segment ? "segments" : "a LayerNorm") +
+                                              " to each token", {.field = "output"});
+  }
+  const PoolingMode mode = r.mode.value_or(o.rules->pooling);
+  if (mode == PoolingMode::kNone) {
+    return request_error(ErrorCode::kInvalidArgument,
+                         prefix + "no pooling `mode` was given and the model sets none (pooling.mode)", "mode");
+  }
+  if (mode == PoolingMode::kMax && (!r.weights.empty() || o.pooling_weights != nullptr)) {
+    return request_error(ErrorCode::kInvalidArgument, prefix + "weights pool with mode sum or mean, not max", "weights");
+  }
+  if (output_element_bytes(out.dtype()) == 0) {
+    return Error(ErrorCode::kInvalidArgument, "output dtype value " + std::to_string(static_cast<int>(out.dtype())) +
+                                                  " is not f32, bf16 or f16", {.field = "output"});
+  }
+  const std::uint64_t n = r.ids.size();
+  std::uint64_t bags = r.bags, length = 0;
+  if (!r.offsets.empty()) {
+    bags = r.offsets.size() - 1;
+    if (r.offsets.size() < 2 || r.offsets[0] != 0 || r.offsets[bags] != n) {
+      return request_error(ErrorCode::kInvalidArgument, "offsets must hold bags + 1 values from 0 to " + std::to_string(n) +
+                                                            " ids", "offsets");
+    }
+    for (std::uint64_t b = 0; b < bags; ++b) {
+      if (r.offsets[b + 1] < r.offsets[b]) {
+        return request_error(ErrorCode::kInvalidArgument, "offsets decrease at bag " + std::to_string(b), "offsets");
+      }
+    }
+  } else if (bags == 0 ? n != 0 : n % bags != 0) {
+    return request_error(ErrorCode::kInvalidArgument, std::to_string(n) + " ids cannot be split into " +
+                                                          std::to_string(bags) + " bags of equal size", "ids");
+  } else if (bags != 0) {
+    length = n / bags;
+  }
+  const std::uint64_t dim = o.dim();
+  if (out.size() / dim != bags || out.size() % dim != 0) {
+    return request_error(ErrorCode::kInvalidArgument, prefix + "output has " + std::to_string(out.size()) +
+                                                          " elements, expected " + std::to_string(bags) + " bags x dim " +
+                                                          std::to_string(dim), "output");
+  }
+  if (!r.weights.empty() && r.weights.size() != n) {
+    return request_error(ErrorCode::kInvalidArgument, std::to_string(r.weights.size()) + " weights for " + std::to_string(n) +
+                                                          " ids", "weights");
+  }
+  if (bags == 0) return {};
+  if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
+  if (o.rules->out_of_range == OutOfRangeIds::kRefuse) {
+    const std::uint64_t vocab = o.vocab_size();
+    std::uint64_t b = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (length != 0) {
+        b = i / length;
+      } else {
+        while (r.offsets[b + 1] <= i) ++b;
+      }
+      const std::int64_t id = r.ids[i];
+      if (id < 0 || static_cast<std::uint64_t>(id) >= vocab) {
+        const std::uint64_t first = length != 0 ? b * length : r.offsets[b];
+        Error e = out_of_range(b, i - first, "id", id, vocab, "ids", "bag");
+        return Error(e.code(), prefix + e.message(), e.context());
+      }
+    }
+  }
+
+  kernels::PoolArgs a;
+  a.token = o.token->bytes.data();
+  a.token_stride = o.token->row_stride;
+  if (o.rules->out_of_range == OutOfRangeIds::kRowZero) a.zero_outside_rows = o.token->rows;
+  a.dim = dim;
+  a.int8_params_offset = int8_params_offset(dim);
+  a.token_scale = static_cast<float>(o.rules->token_scale);
+  a.output_scale = static_cast<float>(o.rules->output_scale);
+  a.ids = raw(r.ids);
+  a.offsets = r.offsets.empty() ? nullptr : r.offsets.data();
+  a.length = length;
+  a.weights = r.weights.empty() ? nullptr : r.weights.data();
+  if (a.weights == nullptr && o.pooling_weights != nullptr) {
+    a.row_weights = o.pooling_weights->bytes.data();
+    a.row_weights_stride = o.pooling_weights->row_stride;
+  }
+  a.mode = mode;
+  a.normalize = r.normalize.value_or(o.rules->normalize);
+  a.out = out.data();
+  const kernels::BagKernel kernel = kernels_for(isa_).get_bag(o.token->dtype, out.dtype());
+  // Work is reading rows: run small requests inline, larger ones in chunks of about 128 KiB of rows.
+  const std::uint64_t row_read = row_bytes(o.token->dtype, dim);
+  const std::uint64_t read_bytes = n * row_read;
+  if (read_bytes <= options_.inline_bytes) {
+    kernel(a, 0, bags);
+  } else {
+    const std::uint64_t ids_per_bag = std::max<std::uint64_t>(1, n / bags);
+    const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / row_read / ids_per_bag);
+    const auto work = [&] {
+      EMBEDRT_TSAN_RELEASE(&a);
+      tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, bags, grain),
+                        [&](const tbb::blocked_range<std::uint64_t>& range) {
+                          EMBEDRT_TSAN_ACQUIRE(&a);
+                          kernel(a, range.begin(), range.end());
+                          EMBEDRT_TSAN_RELEASE(&a);
+                        },
+                        tbb::simple_partitioner());
+      EMBEDRT_TSAN_ACQUIRE(&a);
+    };
+    if (options_.arena != nullptr) {
+      options_.arena->execute(work);
+    } else {
+      work();
+    }
+  }
   if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
   return {};
 }

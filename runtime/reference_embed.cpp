@@ -1,5 +1,6 @@
 // The reference path: validate everything, then one row at a time, in plain scalar code.
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 #include <string>
@@ -178,6 +179,88 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
     }
     if (o.norm_weight != nullptr) {
       layer_norm(row, *o.norm_weight, o.norm_bias, rules.norm_epsilon);
+    }
+  }
+  return {};
+}
+
+}  // namespace embedrt
+
+namespace embedrt {
+
+Status reference_pool(const Model& model, std::size_t output, std::span<const std::int64_t> ids,
+                      std::span<const std::uint64_t> offsets, std::uint64_t bags, std::span<const float> weights,
+                      PoolingMode mode, std::optional<bool> normalize, std::span<float> out) {
+  if (output >= model.outputs().size()) {
+    return Error(ErrorCode::kInvalidArgument, "output index " + std::to_string(output) + " is past the model's " +
+                                                  std::to_string(model.outputs().size()) + " outputs");
+  }
+  const OutputInfo& o = model.outputs()[output];
+  const OutputRules& rules = *o.rules;
+  if (mode == PoolingMode::kNone) mode = rules.pooling;
+  if (mode == PoolingMode::kNone) return Error(ErrorCode::kInvalidArgument, "no pooling mode");
+  const bool unit_norm = normalize.value_or(rules.normalize);
+  const std::uint64_t dim = o.dim();
+  // Bag boundaries.
+  std::vector<std::uint64_t> bounds(offsets.begin(), offsets.end());
+  if (bounds.empty()) {
+    if (bags == 0 || ids.size() % bags != 0) return Error(ErrorCode::kInvalidArgument, "ids do not split into equal bags");
+    for (std::uint64_t b = 0; b <= bags; ++b) bounds.push_back(b * (ids.size() / bags));
+  }
+  bags = bounds.size() - 1;
+  if (out.size() != bags * dim) return Error(ErrorCode::kInvalidArgument, "output size");
+  if (!weights.empty() && weights.size() != ids.size()) return Error(ErrorCode::kInvalidArgument, "weights size");
+  for (std::int64_t id : ids) {
+    if (id < 0 || static_cast<std::uint64_t>(id) >= o.vocab_size()) {
+      if (rules.out_of_range == OutOfRangeIds::kRefuse) {
+        return Error(ErrorCode::kOutOfRange, "id " + std::to_string(id) + " is out of range");
+      }
+    }
+  }
+  std::vector<float> row(dim), w(1);
+  const auto token_scale = static_cast<float>(rules.token_scale);
+  const auto output_scale = static_cast<float>(rules.output_scale);
+  for (std::uint64_t b = 0; b < bags; ++b) {
+    const std::span<float> acc = out.subspan(b * dim, dim);
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const std::uint64_t n = bounds[b + 1] - bounds[b];
+    for (std::uint64_t i = bounds[b]; i < bounds[b + 1]; ++i) {
+      const std::int64_t id = ids[i];
+      const bool outside = id < 0 || static_cast<std::uint64_t>(id) >= o.vocab_size();
+      const std::uint64_t r = outside ? 0 : static_cast<std::uint64_t>(id);
+      decode_row(*o.token, r, row);
+      if (token_scale != 1.0f) {
+        for (float& v : row) v *= token_scale;
+      }
+      // A weight from the request, else from the output's per-token weights table, else none.
+      bool weighted = !weights.empty();
+      float weight = weighted ? weights[i] : 1.0f;
+      if (!weighted && o.pooling_weights != nullptr) {
+        decode_row(*o.pooling_weights, r, w);
+        weight = w[0];
+        weighted = true;
+      }
+      for (std::uint64_t j = 0; j < dim; ++j) {
+        if (mode == PoolingMode::kMax) {
+          acc[j] = i == bounds[b] || row[j] > acc[j] ? row[j] : acc[j];
+        } else {
+          acc[j] = weighted ? std::fma(weight, row[j], acc[j]) : acc[j] + row[j];
+        }
+      }
+    }
+    if (mode == PoolingMode::kMean && n > 0) {
+      for (float& v : acc) v = v / static_cast<float>(n);
+    }
+    if (output_scale != 1.0f) {
+      for (float& v : acc) v *= output_scale;
+    }
+    if (unit_norm) {
+      double squares = 0;
+      for (float v : acc) squares += static_cast<double>(v) * v;
+      const double norm = std::sqrt(squares);
+      if (norm > 0) {
+        for (float& v : acc) v = static_cast<float>(v / norm);
+      }
     }
   }
   return {};

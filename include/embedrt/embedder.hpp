@@ -132,6 +132,21 @@ enum class PrefetchTarget {
   kMemory,  // also asks the OS to read the rows' pages in (madvise WILLNEED), for a cold mapping
 };
 
+// Bags (FORMAT.md 7.2): pooled rows, one vector per bag, as PyTorch's EmbeddingBag and static
+// sentence-embedding models (model2vec) compute them.
+struct BagRequest {
+  IdSpan ids;  // all bags back to back
+  // Bag layout: ragged boundaries (offsets.size() == bags + 1, offsets[0] == 0, last ==
+  // ids.size()), or, when offsets is empty, `bags` bags of equal size. An empty bag pools to zeros.
+  std::span<const std::uint64_t> offsets;
+  std::uint64_t bags = 1;
+  // One weight per id (PyTorch's per_sample_weights): each row is multiplied by its weight before
+  // it is summed. Empty: the output's per-token weights table if it has one, else 1.
+  std::span<const float> weights;
+  std::optional<PoolingMode> mode;  // sum, mean or max; default: the output's pooling.mode
+  std::optional<bool> normalize;    // L2-normalize each pooled vector; default: the output's pooling.normalize
+};
+
 enum class NonTemporal {
   kAuto,    // stream stores when the output exceeds half the last-level cache (a measured crossover)
   kAlways,
@@ -153,6 +168,9 @@ class Embedder {
   Status embed(const EmbedRequest& request, OutputSpan out) const;
   // Several outputs of the same tokens, each into its own span (each output at most once).
   Status embed(const EmbedRequest& request, std::span<const OutputTarget> outputs) const;
+
+  // One pooled vector per bag of ids from an output's table (bags x that output's dim elements).
+  Status pool(const BagRequest& request, OutputSpan out, std::size_t output = 0) const;
 
   // Decoding: starts bringing the rows of `ids` (of the given outputs; all outputs when empty)
   // toward the caller and returns without waiting, so that a later embed() of these ids finds

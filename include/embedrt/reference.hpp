@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "embedrt/error.hpp"
@@ -24,5 +25,13 @@ void decode_row(const TableView& table, std::uint64_t row, std::span<float> out)
 Status reference_embed(const Model& model, std::span<const std::int64_t> ids, std::uint64_t batch,
                        std::uint64_t start, std::span<float> out,
                        std::span<const std::int64_t> segment_ids = {}, std::size_t output = 0);
+
+// FORMAT.md section 7.2 for one output: one f32 vector per bag (`out` holds bags * dim floats).
+// Bags are `offsets` (bags + 1 boundaries) or, when empty, `bags` equal runs of `ids`; `weights` is
+// empty or one per id; mode kNone takes the output's pooling.mode, and `normalize` (when set) is
+// used instead of the output's pooling.normalize. The normalization is computed in double.
+Status reference_pool(const Model& model, std::size_t output, std::span<const std::int64_t> ids,
+                      std::span<const std::uint64_t> offsets, std::uint64_t bags, std::span<const float> weights,
+                      PoolingMode mode, std::optional<bool> normalize, std::span<float> out);
 
 }  // namespace embedrt

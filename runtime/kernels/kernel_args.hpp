@@ -50,14 +50,42 @@ struct KernelArgs {
   bool nontemporal = false;
 };
 
+// What a bag kernel needs (FORMAT.md 7.2), validated like KernelArgs: every id reads a row.
+struct PoolArgs {
+  const std::byte* token = nullptr;
+  std::uint64_t token_stride = 0;
+  std::uint64_t zero_outside_rows = 0;  // as KernelArgs::zero_outside_rows
+  std::uint64_t dim = 0;
+  std::uint64_t int8_params_offset = 0;
+  float token_scale = 1.0f;   // multiplies every row before pooling
+  float output_scale = 1.0f;  // multiplies the pooled vector (before normalization)
+
+  RawIds ids;
+  const std::uint64_t* offsets = nullptr;  // bags + 1 boundaries, or nullptr: bags of `length` ids
+  std::uint64_t length = 0;
+  const float* weights = nullptr;          // one per id, or nullptr
+  const std::byte* row_weights = nullptr;  // a weight per token row (f32 [rows, 1] table), or nullptr
+  std::uint64_t row_weights_stride = 0;
+  PoolingMode mode = PoolingMode::kSum;    // kSum, kMean or kMax
+  bool normalize = false;
+
+  void* out = nullptr;  // bags x dim
+};
+
 // Embeds tokens [begin, end) of a request.
 using RangeKernel = void (*)(const KernelArgs& args, std::uint64_t begin, std::uint64_t end);
+// Pools bags [begin, end) of a request.
+using BagKernel = void (*)(const PoolArgs& args, std::uint64_t begin, std::uint64_t end);
 
 // One kernel per (table dtype, output dtype), for one ISA.
 struct KernelTable {
   RangeKernel kernels[4][3];  // [DType - 1][OutputDType]
+  BagKernel bag_kernels[4][3];
   RangeKernel get(DType table, OutputDType out) const noexcept {
     return kernels[static_cast<int>(table) - 1][static_cast<int>(out)];
+  }
+  BagKernel get_bag(DType table, OutputDType out) const noexcept {
+    return bag_kernels[static_cast<int>(table) - 1][static_cast<int>(out)];
   }
 };
 

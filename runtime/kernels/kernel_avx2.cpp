@@ -47,6 +47,9 @@ struct Traits {
     store16(p, _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1)), stream);
   }
   static float hsum(V v) { return xsimd::hadd(v); }
+  // VMAXPS(x, acc) is x > acc ? x : acc (acc when either is NaN), as the reference.
+  static V fma(V w, V x, V acc) { return V(_mm256_fmadd_ps(w, x, acc)); }
+  static V max_keep(V x, V acc) { return V(_mm256_max_ps(x, acc)); }
   static void fence() { _mm_sfence(); }
   static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 };

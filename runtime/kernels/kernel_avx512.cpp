@@ -48,6 +48,9 @@ struct Traits {
     store32(p, _mm512_cvtepi32_epi16(bits), stream);
   }
   static float hsum(V v) { return _mm512_reduce_add_ps(v); }
+  // VMAXPS(x, acc) is x > acc ? x : acc (acc when either is NaN), as the reference.
+  static V fma(V w, V x, V acc) { return V(_mm512_fmadd_ps(w, x, acc)); }
+  static V max_keep(V x, V acc) { return V(_mm512_max_ps(x, acc)); }
   static void fence() { _mm_sfence(); }
   static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 };

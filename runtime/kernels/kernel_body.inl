@@ -381,18 +381,16 @@ void embed_range(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   }
 }
 
-template <DType TD>
-constexpr std::array<RangeKernel, 3> kernels_for() {
-  return {&embed_range<TD, OutputDType::kF32>, &embed_range<TD, OutputDType::kBF16>,
-          &embed_range<TD, OutputDType::kF16>};
-}
+#include "kernels/bag_body.inl"
 
 }  // namespace
 
-// The table this ISA exports.
-const KernelTable kTable = {{
-    {kernels_for<DType::kF32>()[0], kernels_for<DType::kF32>()[1], kernels_for<DType::kF32>()[2]},
-    {kernels_for<DType::kF16>()[0], kernels_for<DType::kF16>()[1], kernels_for<DType::kF16>()[2]},
-    {kernels_for<DType::kBF16>()[0], kernels_for<DType::kBF16>()[1], kernels_for<DType::kBF16>()[2]},
-    {kernels_for<DType::kInt8Rowwise>()[0], kernels_for<DType::kInt8Rowwise>()[1], kernels_for<DType::kInt8Rowwise>()[2]},
-}};
+// The table this ISA exports: [table dtype][output dtype].
+#define EMBEDRT_KERNELS(TD, F) {&F<TD, OutputDType::kF32>, &F<TD, OutputDType::kBF16>, &F<TD, OutputDType::kF16>}
+const KernelTable kTable = {
+    {EMBEDRT_KERNELS(DType::kF32, embed_range), EMBEDRT_KERNELS(DType::kF16, embed_range),
+     EMBEDRT_KERNELS(DType::kBF16, embed_range), EMBEDRT_KERNELS(DType::kInt8Rowwise, embed_range)},
+    {EMBEDRT_KERNELS(DType::kF32, pool_bags), EMBEDRT_KERNELS(DType::kF16, pool_bags),
+     EMBEDRT_KERNELS(DType::kBF16, pool_bags), EMBEDRT_KERNELS(DType::kInt8Rowwise, pool_bags)},
+};
+#undef EMBEDRT_KERNELS

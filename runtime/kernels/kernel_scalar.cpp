@@ -15,6 +15,9 @@ struct Traits {
   static void store_f16(std::byte* p, V v, bool) { const std::uint16_t h = f32_to_f16(v); std::memcpy(p, &h, 2); }
   static void store_bf16(std::byte* p, V v, bool) { const std::uint16_t h = f32_to_bf16(v); std::memcpy(p, &h, 2); }
   static float hsum(V v) { return v; }
+  // fma correctly rounded (a libm call without FMA hardware); max as the reference: x > acc ? x : acc.
+  static V fma(V w, V x, V acc) { return __builtin_fmaf(w, x, acc); }
+  static V max_keep(V x, V acc) { return x > acc ? x : acc; }
   static void fence() {}
   static void prefetch(const std::byte* p) { __builtin_prefetch(p); }
 };

@@ -67,6 +67,17 @@ struct Traits {
     store8(p, _mm_cvtsi128_si64(_mm_packus_epi32(bits, bits)), stream);
   }
   static float hsum(V v) { return xsimd::hadd(v); }
+  // No FMA at this level: each lane through the correctly rounded scalar fmaf, so the result is the
+  // same as on every other ISA. MAXPS(x, acc) is x > acc ? x : acc (acc when either is NaN).
+  static V fma(V w, V x, V acc) {
+    alignas(16) float a[4], b[4], c[4];
+    w.store_aligned(a);
+    x.store_aligned(b);
+    acc.store_aligned(c);
+    for (int k = 0; k < 4; ++k) c[k] = __builtin_fmaf(a[k], b[k], c[k]);
+    return V::load_aligned(c);
+  }
+  static V max_keep(V x, V acc) { return V(_mm_max_ps(x, acc)); }
   static void fence() { _mm_sfence(); }
   static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 };

@@ -1,0 +1,203 @@
+// Bags (FORMAT.md 7.2): one pooled vector per bag of ids, without writing a row per token.
+// Included by kernel_body.inl inside its anonymous namespace, so it shares its loads, stores and
+// helpers, and is compiled once per ISA like the rest of the kernel.
+//
+// For every bag, the output is made in chunks of up to kChunkFloats values: each chunk is pooled in
+// registers (kBlockVectors vectors at a time) over all the bag's rows, in the order of the ids, so
+// every element sees exactly the reference's sequence of f32 operations:
+//   sum:  acc = acc + x            (x = row * token_scale when token_scale != 1)
+//         acc = fma(w, x, acc)     with a weight (correctly rounded on every ISA)
+//   mean: the sum, then acc / n
+//   max:  acc = first x, then (x > acc ? x : acc)
+// then acc * output_scale. Normalization needs the whole vector's length first: the squares are
+// summed in the fixed 16-lane order of lane_ordered_sum (as LayerNorm's statistics), so every ISA
+// gives the same bits; then the vector is scaled by 1 / length, in place for an f32 output, or by
+// pooling the chunks again (their rows are in cache) for a 16-bit one.
+
+constexpr std::uint64_t kBlockVectors = Traits::kWidth == 1 ? 16 : 8;  // accumulators held in registers
+constexpr std::uint64_t kChunkFloats = 256;  // a multiple of 16 (the norm's lanes) and of every block
+static_assert(kChunkFloats % kNormLanes == 0 && kChunkFloats % (kBlockVectors * Traits::kWidth) == 0);
+
+// The table row of id i (row 0 for an id outside the table when the output says so).
+inline std::uint64_t bag_row(const PoolArgs& a, std::uint64_t i) noexcept {
+  const std::uint64_t id = id_at(a.ids, i);
+  return a.zero_outside_rows != 0 && id >= a.zero_outside_rows ? 0 : id;
+}
+
+// The ids of one bag and what pooling them needs.
+template <DType TD>
+struct Bag {
+  const PoolArgs& a;
+  std::uint64_t first, last;  // ids [first, last)
+
+  std::uint64_t row_of(std::uint64_t i) const noexcept { return bag_row(a, i); }
+  const std::byte* row(std::uint64_t i) const noexcept { return a.token + row_of(i) * a.token_stride; }
+  // The weight of id i, or nothing (the row is added as it is).
+  bool weighted() const noexcept { return a.weights != nullptr || a.row_weights != nullptr; }
+  float weight(std::uint64_t i) const noexcept {
+    if (a.weights != nullptr) return a.weights[i];
+    return load_float(a.row_weights + row_of(i) * a.row_weights_stride);
+  }
+};
+
+// Pools `count` values from `j` (count <= kBlockVectors * W, whole vectors) of every row of the bag
+// into out[0, count): the f32 operations of the comment above, before the normalization.
+template <DType TD>
+inline void pool_block(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vectors, float* out) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  const PoolArgs& a = bag.a;
+  V acc[kBlockVectors];
+  for (std::uint64_t v = 0; v < kBlockVectors; ++v) acc[v] = V(0.0f);
+  const bool token_scaled = a.token_scale != 1.0f;
+  const V token_scale(a.token_scale);
+  const bool weighted = bag.weighted();
+  for (std::uint64_t i = bag.first; i < bag.last; ++i) {
+    const std::byte* row = bag.row(i);
+    float qs, qb;
+    row_quantization<TD>(row, a.int8_params_offset, qs, qb);
+    const V w(weighted ? bag.weight(i) : 1.0f);
+    for (std::uint64_t v = 0; v < vectors; ++v) {
+      V x = load<TD>(row, j + v * W, qs, qb);
+      if (token_scaled) x = x * token_scale;
+      if (a.mode == PoolingMode::kMax) {
+        acc[v] = i == bag.first ? x : Traits::max_keep(x, acc[v]);
+      } else {
+        acc[v] = weighted ? Traits::fma(w, x, acc[v]) : acc[v] + x;
+      }
+    }
+  }
+  const std::uint64_t n = bag.last - bag.first;
+  const bool mean = a.mode == PoolingMode::kMean && n > 0;
+  const V count(static_cast<float>(n)), scale(a.output_scale);
+  for (std::uint64_t v = 0; v < vectors; ++v) {
+    V r = mean ? acc[v] / count : acc[v];
+    if (a.output_scale != 1.0f) r = r * scale;
+    Traits::store_f32(reinterpret_cast<std::byte*>(out + v * W), r, false);
+  }
+}
+
+// The same, one value at a time, for the values past the last whole vector.
+template <DType TD>
+inline float pool_one(const Bag<TD>& bag, std::uint64_t j) {
+  const PoolArgs& a = bag.a;
+  float acc = 0.0f;
+  const bool weighted = bag.weighted();
+  for (std::uint64_t i = bag.first; i < bag.last; ++i) {
+    const std::byte* row = bag.row(i);
+    float qs, qb;
+    row_quantization<TD>(row, a.int8_params_offset, qs, qb);
+    float x = load_one<TD>(row, j, qs, qb);
+    if (a.token_scale != 1.0f) x = x * a.token_scale;
+    if (a.mode == PoolingMode::kMax) {
+      acc = i == bag.first || x > acc ? x : acc;
+    } else {
+      acc = weighted ? __builtin_fmaf(bag.weight(i), x, acc) : acc + x;
+    }
+  }
+  const std::uint64_t n = bag.last - bag.first;
+  if (a.mode == PoolingMode::kMean && n > 0) acc = acc / static_cast<float>(n);
+  if (a.output_scale != 1.0f) acc = acc * a.output_scale;
+  return acc;
+}
+
+// Values [c, c + count) of the pooled vector (before normalization) into chunk[0, count).
+template <DType TD>
+inline void pool_chunk(const Bag<TD>& bag, std::uint64_t c, std::uint64_t count, float* chunk) {
+  constexpr std::uint64_t W = Traits::kWidth;
+  const std::uint64_t whole = count / W * W;
+  for (std::uint64_t k = 0; k < whole; k += kBlockVectors * W) {
+    const std::uint64_t vectors = (whole - k) / W < kBlockVectors ? (whole - k) / W : kBlockVectors;
+    pool_block<TD>(bag, c + k, vectors, chunk + k);
+  }
+  for (std::uint64_t k = whole; k < count; ++k) chunk[k] = pool_one<TD>(bag, c + k);
+}
+
+// Adds the squares of chunk[0, count), values [c, c + count) of the vector, in lane_ordered_sum's
+// order: values below the last multiple of 16 of the whole vector go to lane (index % 16), the
+// rest are added one by one, in order, after the lanes are summed (`tail`).
+inline void add_squares(const float* chunk, std::uint64_t c, std::uint64_t count, std::uint64_t lanes_end,
+                        typename Traits::V* lanes, float* tail, std::uint64_t& tail_count) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  constexpr std::uint64_t kVectors = kNormLanes / W;
+  std::uint64_t k = 0;
+  for (; k + kNormLanes <= count && c + k + kNormLanes <= lanes_end; k += kNormLanes) {
+    for (std::uint64_t v = 0; v < kVectors; ++v) {
+      const V x = Traits::load_f32(reinterpret_cast<const std::byte*>(chunk + k + v * W));
+      lanes[v] = lanes[v] + x * x;
+    }
+  }
+  for (; k < count; ++k) tail[tail_count++] = chunk[k] * chunk[k];
+}
+
+// chunk[0, count) * scale as values [c, c + count) of an output row.
+template <OutputDType OD>
+inline void store_chunk(const float* chunk, std::uint64_t count, float scale, std::byte* out, std::uint64_t c) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  const std::uint64_t whole = count / W * W;
+  const V s(scale);
+  for (std::uint64_t k = 0; k < whole; k += W) {
+    V x = Traits::load_f32(reinterpret_cast<const std::byte*>(chunk + k));
+    if (scale != 1.0f) x = x * s;
+    store<OD>(out, c + k, x, false);
+  }
+  for (std::uint64_t k = whole; k < count; ++k) store_one<OD>(out, c + k, scale != 1.0f ? chunk[k] * scale : chunk[k]);
+}
+
+template <DType TD, OutputDType OD>
+void pool_bags(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  const std::uint64_t dim = a.dim;
+  const std::uint64_t table_row_bytes = row_bytes(TD, dim);
+  const std::uint64_t distance = prefetch_distance(table_row_bytes);
+  alignas(64) float chunk[kChunkFloats];
+  for (std::uint64_t b = begin; b < end; ++b) {
+    const Bag<TD> bag{a, a.offsets ? a.offsets[b] : b * a.length, a.offsets ? a.offsets[b + 1] : (b + 1) * a.length};
+    // The rows of this bag, a prefetch distance ahead of the first pass over them.
+    for (std::uint64_t i = bag.first; i < bag.last && i < bag.first + distance; ++i) {
+      prefetch_row<TD>(bag.row(i), table_row_bytes);
+    }
+    std::byte* out = static_cast<std::byte*>(a.out) + b * dim * out_size(OD);
+    // The squares, when normalizing: 16 lanes, and the values past the last multiple of 16 (< 16).
+    V lanes[kNormLanes / W];
+    for (V& l : lanes) l = V(0.0f);
+    float tail[kNormLanes];
+    std::uint64_t tail_count = 0;
+    const std::uint64_t lanes_end = dim - dim % kNormLanes;
+    for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
+      const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
+      if (c == 0) {
+        // The rows of the next bag start arriving while this one is pooled.
+        const std::uint64_t next_last = b + 1 < end ? (a.offsets ? a.offsets[b + 2] : (b + 2) * a.length) : 0;
+        for (std::uint64_t i = bag.last; i < next_last && i < bag.last + distance; ++i) {
+          prefetch_row<TD>(a.token + bag_row(a, i) * a.token_stride, table_row_bytes);
+        }
+      }
+      pool_chunk<TD>(bag, c, count, chunk);
+      if (a.normalize) add_squares(chunk, c, count, lanes_end, lanes, tail, tail_count);
+      if (!a.normalize || OD == OutputDType::kF32) store_chunk<OD>(chunk, count, 1.0f, out, c);
+    }
+    if (!a.normalize) continue;
+    alignas(64) float lane_values[kNormLanes];
+    for (std::uint64_t v = 0; v < kNormLanes / W; ++v) {
+      Traits::store_f32(reinterpret_cast<std::byte*>(lane_values + v * W), lanes[v], false);
+    }
+    float squares = 0.0f;
+    for (float l : lane_values) squares += l;
+    for (std::uint64_t k = 0; k < tail_count; ++k) squares += tail[k];
+    // A zero vector (an empty bag) stays zero.
+    const float inverse = squares > 0.0f ? 1.0f / __builtin_sqrtf(squares) : 1.0f;
+    for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
+      const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
+      if constexpr (OD == OutputDType::kF32) {
+        std::memcpy(chunk, out + 4 * c, 4 * count);  // the f32 output holds the vector already
+      } else {
+        pool_chunk<TD>(bag, c, count, chunk);
+      }
+      store_chunk<OD>(chunk, count, inverse, out, c);
+    }
+  }
+}

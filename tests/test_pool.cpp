@@ -1,0 +1,293 @@
+// Bags (FORMAT.md 7.2): Embedder::pool on every ISA x table dtype x output dtype x odd and even
+// dims x modes x weights x ragged bags with empty ones, against reference_pool. Without
+// normalization the f32 results are bit-identical (the same f32 operations in the same order);
+// 16-bit outputs are the reference rounded once; normalized results are bit-identical across ISAs
+// and within 8 f32 ulps of the reference (which normalizes in double; the kernels sum the squares
+// in f32, in 16 lanes, so their relative error grows with dim / 16: about 4e-7 at dim 769).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "embedrt/embedder.hpp"
+#include "embedrt/embedrt.hpp"
+#include "embedrt/half.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace embedrt;
+using embedrt::test::TempDir;
+
+namespace {
+
+struct PoolModel {
+  DType dtype = DType::kF32;
+  std::uint64_t vocab = 37, dim = 17;
+  bool weights_table = false;
+  PoolingMode pooling = PoolingMode::kNone;
+  bool normalize = false;
+  double token_scale = 1.0;
+};
+
+std::string write_pool_model(TempDir& dir, const PoolModel& s, const std::string& name) {
+  std::vector<TableSpec> specs = {{"tok", Role::kToken, s.dtype, s.vocab, s.dim}};
+  if (s.weights_table) specs.push_back({"w", Role::kOther, DType::kF32, s.vocab, 1});
+  Metadata meta;
+  meta.pooling = s.pooling;
+  meta.normalize = s.normalize;
+  meta.token_scale = s.token_scale;
+  if (s.weights_table) meta.pooling_weights_table = "w";
+  const std::string path = dir.file(name);
+  auto writer = TableFileWriter::begin(path, specs, meta, {.overwrite = true, .sync = false});
+  REQUIRE(writer);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (std::size_t t = 0; t < specs.size(); ++t) {
+    for (std::uint64_t r = 0; r < specs[t].rows; ++r) {
+      const auto row = writer->row(t, r);
+      for (std::uint64_t j = 0; j < specs[t].dim; ++j) {
+        const float v = normal(rng);
+        switch (specs[t].dtype) {
+          case DType::kF32: std::memcpy(row.data() + 4 * j, &v, 4); break;
+          case DType::kF16: { const auto h = f32_to_f16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
+          case DType::kBF16: { const auto h = f32_to_bf16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
+          case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(static_cast<std::int8_t>(v * 40)); break;
+        }
+      }
+      if (specs[t].dtype == DType::kInt8Rowwise) {
+        const float scale = 0.01f * static_cast<float>(r % 5 + 1), bias = normal(rng);
+        std::memcpy(row.data() + int8_params_offset(s.dim), &scale, 4);
+        std::memcpy(row.data() + int8_params_offset(s.dim) + 4, &bias, 4);
+      }
+    }
+  }
+  REQUIRE(writer->commit());
+  return path;
+}
+
+// Distance in f32 units in the last place.
+std::uint32_t ulps(float a, float b) {
+  std::int32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  if (x < 0) x = INT32_MIN - x;
+  if (y < 0) y = INT32_MIN - y;
+  return static_cast<std::uint32_t>(x > y ? x - y : y - x);
+}
+
+struct Bags {
+  std::string name;
+  std::vector<std::int64_t> ids;
+  std::vector<std::uint64_t> offsets;
+  std::uint64_t bags = 0;
+};
+
+std::vector<Bags> bag_sets(std::uint64_t vocab, std::mt19937& rng) {
+  std::uniform_int_distribution<std::int64_t> id(0, static_cast<std::int64_t>(vocab) - 1);
+  std::vector<Bags> all;
+  Bags ragged{"ragged 0,3,0,1,9,0 (empty first, middle, last)"};
+  ragged.offsets = {0};
+  for (std::uint64_t size : {0, 3, 0, 1, 9, 0}) {
+    for (std::uint64_t k = 0; k < size; ++k) ragged.ids.push_back(id(rng));
+    ragged.offsets.push_back(ragged.ids.size());
+  }
+  ragged.ids[0] = 0, ragged.ids.back() = static_cast<std::int64_t>(vocab) - 1;
+  all.push_back(ragged);
+  Bags uniform{"uniform 40 bags of 8"};
+  uniform.bags = 40;
+  for (int k = 0; k < 320; ++k) uniform.ids.push_back(id(rng));
+  all.push_back(uniform);
+  Bags repeated{"one bag of the same id 5 times"};
+  repeated.bags = 1;
+  repeated.ids = {4, 4, 4, 4, 4};
+  all.push_back(repeated);
+  return all;
+}
+
+template <typename T>
+std::vector<float> run_pool(const Embedder& e, const BagRequest& r, std::uint64_t count, bool& ok) {
+  std::vector<T> out(count);
+  ok = static_cast<bool>(e.pool(r, OutputSpan(out)));
+  std::vector<float> values(count);
+  for (std::uint64_t k = 0; k < count; ++k) {
+    if constexpr (std::is_same_v<T, float>) values[k] = out[k];
+    else if constexpr (std::is_same_v<T, BFloat16>) values[k] = bf16_to_f32(out[k].bits);
+    else values[k] = f16_to_f32(out[k].bits);
+  }
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
+  TempDir dir;
+  std::mt19937 rng(3);
+  int model_index = 0;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise}) {
+    for (std::uint64_t dim : {1, 7, 17, 300, 769}) {
+      for (bool weights_table : {false, true}) {
+        PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,
+                       .token_scale = dim == 7 ? 2.5 : 1.0};
+        auto model = Model::open(write_pool_model(dir, spec, "p" + std::to_string(model_index++) + ".embt"));
+        REQUIRE(model);
+        for (const Bags& set : bag_sets(spec.vocab, rng)) {
+          const std::uint64_t bags = set.offsets.empty() ? set.bags : set.offsets.size() - 1;
+          std::vector<float> request_weights(set.ids.size());
+          for (float& w : request_weights) w = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
+          for (PoolingMode mode : {PoolingMode::kSum, PoolingMode::kMean, PoolingMode::kMax}) {
+            for (bool with_weights : {false, true}) {
+              if (mode == PoolingMode::kMax && (with_weights || weights_table)) continue;
+              for (bool normalize : {false, true}) {
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(dim);
+                CAPTURE(weights_table);
+                CAPTURE(set.name);
+                CAPTURE(pooling_mode_name(mode));
+                CAPTURE(with_weights);
+                CAPTURE(normalize);
+                const std::span<const float> weights = with_weights ? std::span<const float>(request_weights)
+                                                                    : std::span<const float>();
+                std::vector<float> want(bags * dim);
+                REQUIRE(reference_pool(*model, 0, set.ids, set.offsets, set.bags, weights, mode, normalize, want));
+                BagRequest r;
+                r.ids = set.ids;
+                r.offsets = set.offsets;
+                r.bags = set.bags;
+                r.weights = weights;
+                r.mode = mode;
+                r.normalize = normalize;
+                std::vector<float> first_isa;
+                for (Isa isa : supported_isas()) {
+                  for (std::size_t inline_bytes : {std::size_t{0}, std::size_t{1} << 30}) {
+                    CAPTURE(isa_name(isa));
+                    CAPTURE(inline_bytes);
+                    auto e = Embedder::create(*model, {.isa = isa, .inline_bytes = inline_bytes});
+                    REQUIRE(e);
+                    bool ok = false;
+                    const auto got = run_pool<float>(*e, r, bags * dim, ok);
+                    REQUIRE(ok);
+                    if (!normalize) {
+                      REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                    } else {
+                      std::uint32_t worst = 0;
+                      for (std::size_t k = 0; k < got.size(); ++k) worst = std::max(worst, ulps(got[k], want[k]));
+                      REQUIRE(worst <= 8);
+                      if (first_isa.empty()) first_isa = got;
+                      REQUIRE(std::memcmp(got.data(), first_isa.data(), got.size() * 4) == 0);
+                    }
+                    // 16-bit outputs: the f32 result rounded once (compared as bits: NaN never occurs here).
+                    const auto bf = run_pool<BFloat16>(*e, r, bags * dim, ok);
+                    REQUIRE(ok);
+                    const auto h = run_pool<Float16>(*e, r, bags * dim, ok);
+                    REQUIRE(ok);
+                    std::size_t wrong = 0;
+                    for (std::size_t k = 0; k < got.size(); ++k) {
+                      wrong += bf[k] != bf16_to_f32(f32_to_bf16(got[k]));
+                      wrong += h[k] != f16_to_f32(f32_to_f16(got[k]));
+                    }
+                    REQUIRE(wrong == 0);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("pool: empty bags give zeros; the model's defaults apply; a zero vector stays zero when normalized") {
+  TempDir dir;
+  auto model = Model::open(write_pool_model(dir, {.pooling = PoolingMode::kMean, .normalize = true}, "d.embt"));
+  REQUIRE(model);
+  auto e = Embedder::create(*model);
+  REQUIRE(e);
+  const std::vector<std::int64_t> ids = {1, 2, 3};
+  const std::vector<std::uint64_t> offsets = {0, 0, 3, 3};
+  BagRequest r;
+  r.ids = ids;
+  r.offsets = offsets;
+  std::vector<float> out(3 * 17, 9.0f);
+  REQUIRE(e->pool(r, OutputSpan(out)));
+  for (std::uint64_t j = 0; j < 17; ++j) {
+    CHECK(out[j] == 0.0f);
+    CHECK(out[2 * 17 + j] == 0.0f);
+  }
+  // The model says mean + normalize: the middle bag has unit length.
+  double squares = 0;
+  for (std::uint64_t j = 0; j < 17; ++j) squares += static_cast<double>(out[17 + j]) * out[17 + j];
+  CHECK(std::fabs(squares - 1.0) < 1e-6);
+  std::vector<float> want(3 * 17);
+  REQUIRE(reference_pool(*model, 0, ids, offsets, 0, {}, PoolingMode::kNone, std::nullopt, want));
+  for (std::size_t k = 0; k < want.size(); ++k) CHECK(ulps(out[k], want[k]) <= 4);
+  // No bags at all.
+  BagRequest none;
+  none.bags = 0;
+  std::vector<float> nothing;
+  CHECK(e->pool(none, OutputSpan(nothing)));
+}
+
+TEST_CASE("pool: refusals name the field") {
+  TempDir dir;
+  auto model = Model::open(write_pool_model(dir, {}, "r.embt"));
+  REQUIRE(model);
+  auto e = Embedder::create(*model);
+  REQUIRE(e);
+  std::vector<float> out(2 * 17);
+  const std::vector<std::int64_t> ids = {1, 2, 99, 4};
+  BagRequest r;
+  r.ids = ids;
+  r.bags = 2;
+  const auto message = [&](const BagRequest& request, std::span<float> o) {
+    const Status s = e->pool(request, OutputSpan(o));
+    REQUIRE_FALSE(s);
+    return s.error().message();
+  };
+  CHECK(message(r, out) == "no pooling `mode` was given and the model sets none (pooling.mode)");
+  r.mode = PoolingMode::kSum;
+  CHECK(message(r, out) == "bag 1, position 0: id 99 is out of range [0, 37)");
+  const std::vector<std::int64_t> good = {1, 2, 3, 4};
+  r.ids = good;
+  const std::vector<float> weights = {1, 2, 3};
+  r.weights = weights;
+  CHECK(message(r, out) == "3 weights for 4 ids");
+  const std::vector<float> four = {1, 2, 3, 4};
+  r.weights = four;
+  r.mode = PoolingMode::kMax;
+  CHECK(message(r, out) == "weights pool with mode sum or mean, not max");
+  r.weights = {};
+  r.bags = 3;
+  CHECK(message(r, out) == "4 ids cannot be split into 3 bags of equal size");
+  r.bags = 2;
+  std::vector<float> small(17);
+  CHECK(message(r, small) == "output has 17 elements, expected 2 bags x dim 17");
+  const std::vector<std::uint64_t> decreasing = {0, 3, 2, 4};
+  r.offsets = decreasing;
+  std::vector<float> three(3 * 17);
+  CHECK(message(r, three) == "offsets decrease at bag 1");
+  const std::vector<std::uint64_t> short_end = {0, 3};
+  r.offsets = short_end;
+  CHECK(message(r, small) == "offsets must hold bags + 1 values from 0 to 4 ids");
+
+  // An output with positions is not a bag of rows.
+  const std::vector<float> tok(4 * 3, 1.0f), pos(2 * 3, 1.0f);
+  const TableData tables[] = {{{"tok", Role::kToken, DType::kF32, 4, 3}, std::as_bytes(std::span(tok))},
+                              {{"pos", Role::kPosition, DType::kF32, 2, 3}, std::as_bytes(std::span(pos))}};
+  Metadata meta;
+  meta.position_kind = PositionKind::kLearned;
+  REQUIRE(write_table_file(dir.file("pos.embt"), tables, meta, {.sync = false}));
+  auto positioned = Model::open(dir.file("pos.embt"));
+  REQUIRE(positioned);
+  auto pe = Embedder::create(*positioned);
+  REQUIRE(pe);
+  BagRequest p;
+  p.ids = good;
+  p.mode = PoolingMode::kSum;
+  std::vector<float> one(3);
+  const Status s = pe->pool(p, OutputSpan(one));
+  REQUIRE_FALSE(s);
+  CHECK(s.error().code() == ErrorCode::kUnsupported);
+  CHECK(s.error().message() == "pooling applies to a token table alone; this output adds positions to each token");
+}
