@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <span>
@@ -85,6 +86,10 @@ struct PlanOptions {
   // (recipe_names()); a recipe named here must agree with config.json's model_type.
   std::string preset = "auto";
   TableOverrides overrides;
+  // Pooling defaults of the primary output (FORMAT.md 1.2), over what the recipe or config say:
+  // a plain EmbeddingBag state dict needs `pooling` (sum or mean, as it was trained).
+  std::optional<PoolingMode> pooling;
+  std::optional<bool> normalize;
 };
 
 struct ChosenTable {
@@ -94,6 +99,9 @@ struct ChosenTable {
   // 0: a table of the primary output (found by its role); k > 0: the token table of
   // metadata.outputs[k - 1] (role other), which convert_model names in that output's rules.
   std::size_t output = 0;
+  // The output's per-token pooling weights (role other, written as an f32 [rows, 1] table and
+  // named in its pooling.weights rule), from a 1-D tensor of one weight per token.
+  bool pooling_weights = false;
 };
 
 // How token scales are rounded: to the table dtype (Gemma: transformers casts the scale to the
@@ -114,6 +122,7 @@ struct ModelPlan {
   std::uint64_t sinusoidal_context = 0;  // > 0: generate a fixed sinusoidal position table
   SourceDType source_dtype = SourceDType::kF32;  // of the token table: the default table dtype
   std::vector<PlannedScale> token_scales = {{}};  // one per output: the primary, then metadata.outputs
+  std::deque<SourceTensor> views;  // tensors seen another way (a 1-D weight vector as [rows, 1]); tables point here
   Metadata metadata;  // family, offsets, epsilon, context, other outputs, provenance (recipe.*, config.*)
 };
 

@@ -159,11 +159,11 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
                                                                               : token.tensor->shape.back());
   for (const ChosenTable& c : plan.tables) {
     const SourceTensor& t = *c.tensor;
+    // LayerNorm rows and pooling weights stay f32 (FORMAT.md 7).
     const bool norm = c.role == Role::kNormWeight || c.role == Role::kNormBias;
     const auto rows = norm ? 1 : static_cast<std::uint64_t>(t.shape[0]);
     const auto dim = c.projection ? static_cast<std::uint64_t>(c.projection->shape[0]) : static_cast<std::uint64_t>(t.shape.back());
-    specs.push_back({table_name(t.name),
-                     c.role, norm ? DType::kF32 : dtype, rows, dim});
+    specs.push_back({table_name(t.name), c.role, norm || c.pooling_weights ? DType::kF32 : dtype, rows, dim});
     total_bytes += rows * static_cast<std::uint64_t>(t.shape.back()) * source_dtype_size(t.dtype);
   }
   if (plan.sinusoidal_context > 0) {
@@ -186,7 +186,13 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
         describe_token_scale(plan, k, dtype);
   }
   for (std::size_t i = 0; i < plan.tables.size(); ++i) {
-    if (plan.tables[i].output != 0) metadata.outputs[plan.tables[i].output - 1].token_table = specs[i].name;
+    const ChosenTable& c = plan.tables[i];
+    OutputRules& rules = c.output == 0 ? static_cast<OutputRules&>(metadata) : metadata.outputs[c.output - 1];
+    if (c.pooling_weights) {
+      rules.pooling_weights_table = specs[i].name;
+    } else if (c.output != 0) {
+      rules.token_table = specs[i].name;
+    }
   }
   auto writer = TableFileWriter::begin(output, specs, metadata, {.overwrite = options.overwrite, .sync = options.sync});
   if (!writer) return std::move(writer).error();

@@ -70,6 +70,16 @@ const std::vector<Recipe> kRecipes = {
               "embed_tokens_per_layer[id, or 0 for ids outside [0, vocab_size_per_layer_input)] * "
               "sqrt(hidden_size_per_layer_input) rounded to the table dtype, shaped [num_hidden_layers, "
               "hidden_size_per_layer_input]; each product rounded to the output dtype"},
+    // ---- pooled models: one vector per bag of tokens (FORMAT.md 7.2) ----
+    {.name = "model2vec", .model_types = {"model2vec"}, .name_prefixes = {},
+     // model2vec's own layout ("embeddings"), or sentence-transformers' StaticEmbedding ("embedding.weight").
+     .token = {"embeddings", "embedding.weight"}, .width_keys = {"hidden_dim"}, .pooling = PoolingMode::kMean,
+     .normalize_key = "normalize", .pooling_key = "pooling", .pooling_weights = {"weights"},
+     .rules = "static model: mean of embeddings[id] (times weights[id] when the model has weights) over a bag of "
+              "tokens, L2-normalized when config.json says normalize"},
+    {.name = "embedding_bag", .model_types = {}, .name_prefixes = {}, .token = {"weight"}, .needs_pooling = true,
+     .detect_by_names = false,
+     .rules = "EmbeddingBag: weight[id] pooled over a bag (the mode given to convert: sum or mean)"},
     {.name = "bloom", .model_types = {"bloom"}, .name_prefixes = {"transformer"}, .token = {"word_embeddings.weight"},
      .norm_weight = {"word_embeddings_layernorm.weight"}, .norm_bias = {"word_embeddings_layernorm.bias"},
      .width_keys = {"hidden_size", "n_embed"}, .epsilon_keys = {"layer_norm_epsilon"},

@@ -59,6 +59,14 @@ struct Recipe {
   std::string_view projection;             // a Linear applied to every token row, folded in (OPT project_in)
   std::uint64_t default_padding_id = 1;    // kPaddingAware without pad_token_id in the config
   std::string_view output_name;            // the primary output's name ("embeddings" when empty)
+  // Pooled models (FORMAT.md 1.2): the default pooling, the bool config key that says whether to
+  // normalize, the string config key that may name another pooling, and a 1-D per-token weights
+  // tensor (optional). `needs_pooling`: the checkpoint cannot say; the user must (`pooling`).
+  PoolingMode pooling = PoolingMode::kNone;
+  std::string_view normalize_key, pooling_key;
+  Names pooling_weights;
+  bool needs_pooling = false;
+  bool detect_by_names = true;             // false: chosen only by config.json's model_type or by name
   std::vector<ExtraOutput> extra_outputs;  // tables beside the token table that give outputs of their own
   std::string_view rules;                  // the computation in words, stored as recipe.rules
 };

@@ -138,17 +138,33 @@ bool has_prefix(const std::vector<SourceTensor>& tensors, std::string_view prefi
 // Without config.json: the recipes whose tables are all present and that use the most of them;
 // if they do not all compute the same thing, the weight-name prefix (transformers'
 // base_model_prefix) may settle it; otherwise the checkpoint is ambiguous and refused.
-Result<const Recipe*> detect_from_names(const std::vector<SourceTensor>& tensors, std::string& evidence) {
+Result<const Recipe*> detect_from_names(const std::vector<SourceTensor>& tensors, std::string& evidence,
+                                        bool pooling_given) {
   std::size_t best = 0;
   std::vector<const Recipe*> fits;
   for (const Recipe& r : recipes()) {
+    // Recipes that names cannot tell apart from others (a bare "weight") are chosen by name, or,
+    // for a pooled table, when pooling is given and nothing else fits.
+    if (!r.detect_by_names) continue;
     const std::size_t n = name_fit(r, tensors);
     if (n == 0 || n < best) continue;
     if (n > best) fits.clear();
     best = n;
     fits.push_back(&r);
   }
+  if (fits.empty() && pooling_given) {
+    for (const Recipe& r : recipes()) {
+      if (r.needs_pooling && name_fit(r, tensors) > 0) fits.push_back(&r);
+    }
+  }
   if (fits.empty()) {
+    for (const Recipe& r : recipes()) {
+      if (r.needs_pooling && name_fit(r, tensors) > 0) {
+        return Error(ErrorCode::kNotFound, "no config.json, and the tensor names fit only " + std::string(r.name) + " (" +
+                                               std::string(r.rules) + "), which needs the `pooling` its bags were "
+                                               "trained with (sum, mean or max)", {.field = "pooling"});
+      }
+    }
     return Error(ErrorCode::kNotFound, "no config.json and no known model family in the tensor names (" +
                                            recipe_list() +
                                            "); put the model's config.json beside it (`config_path`), choose a `preset`, "
@@ -291,6 +307,57 @@ Status plan_extra_output(ModelPlan& plan, const ExtraOutput& extra, const std::v
   return {};
 }
 
+// The primary output's pooling defaults (FORMAT.md 1.2): the options given, else config.json's
+// keys the recipe names, else the recipe's own; and its per-token weights table, if the model has one.
+Status plan_pooling(ModelPlan& plan, const Recipe* recipe, const PlanOptions& options,
+                    const std::vector<SourceTensor>& tensors, const ModelConfig* config) {
+  OutputRules& rules = plan.metadata;
+  if (recipe != nullptr) {
+    rules.pooling = recipe->pooling;
+    if (config != nullptr && !recipe->pooling_key.empty()) {
+      auto named = config->string(recipe->pooling_key);
+      if (!named) return std::move(named).error();
+      if (*named) {
+        const auto mode = parse_pooling_mode(**named);
+        if (!mode || *mode == PoolingMode::kNone) {
+          return Error(ErrorCode::kUnsupported, "'" + config->path() + "': " + std::string(recipe->pooling_key) + " '" +
+                                                    **named + "' is not a pooling embedrt computes (sum, mean, max)");
+        }
+        rules.pooling = *mode;
+      }
+    }
+    if (config != nullptr && !recipe->normalize_key.empty()) {
+      auto normalize = config->boolean(recipe->normalize_key);
+      if (!normalize) return std::move(normalize).error();
+      rules.normalize = normalize->value_or(false);
+    }
+  }
+  if (options.pooling) rules.pooling = *options.pooling;
+  if (options.normalize) rules.normalize = *options.normalize;
+  if (recipe != nullptr && recipe->needs_pooling && rules.pooling == PoolingMode::kNone) {
+    return Error(ErrorCode::kInvalidArgument, plan.family + ": the checkpoint does not say how its bags were pooled; "
+                                                  "give `pooling` (sum, mean or max)", {.field = "pooling"});
+  }
+  if (recipe == nullptr || recipe->pooling_weights.empty()) return {};
+  auto found = find_table(tensors, recipe->pooling_weights, Role::kOther);
+  if (!found) return std::move(found).error();
+  if (*found == nullptr) return {};
+  const SourceTensor& w = **found;
+  const SourceTensor& token = *plan.tables[0].tensor;
+  if (!is_floating(w.dtype) || w.shape.size() != 1 || w.shape[0] != token.shape[0]) {
+    return Error(ErrorCode::kInvalidArgument, "weights '" + w.name + "' are " + std::string(source_dtype_name(w.dtype)) +
+                                                  " " + shape_string(w.shape) + ", expected one float per row of '" +
+                                                  token.name + "' ([" + std::to_string(token.shape[0]) + "])");
+  }
+  // Seen as [rows, 1]: one weight per row.
+  SourceTensor& column = plan.views.emplace_back(w);
+  column.shape = {w.shape[0], 1};
+  column.strides = {w.strides[0], 1};
+  plan.tables.push_back({Role::kOther, &column, nullptr, 0, true});
+  plan.explanation += "; per-token weights '" + w.name + "'";
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::string> recipe_names() {
@@ -350,7 +417,7 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
   } else if (from_config != nullptr) {
     recipe = from_config;
   } else if (!config && overrides.token.empty()) {
-    auto detected = detect_from_names(tensors, evidence);
+    auto detected = detect_from_names(tensors, evidence, options.pooling.has_value());
     if (!detected) return std::move(detected).error();
     recipe = *detected;
   }
@@ -556,6 +623,9 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
       if (Status s = plan_extra_output(plan, extra, tensors, config ? &*config : nullptr); !s) return std::move(s).error();
     }
     if (!recipe->output_name.empty()) plan.metadata.name = std::string(recipe->output_name);
+  }
+  if (Status s = plan_pooling(plan, recipe, options, tensors, config ? &*config : nullptr); !s) {
+    return std::move(s).error();
   }
 
   // 8. Metadata: the recipe's rules with the config's numbers.

@@ -15,6 +15,7 @@ using Runner = std::function<int()>;
 Runner add_inspect_command(CLI::App& app);
 Runner add_verify_command(CLI::App& app);
 Runner add_embed_command(CLI::App& app);
+Runner add_pool_command(CLI::App& app);
 Runner add_convert_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_serve_command(CLI::App& app);

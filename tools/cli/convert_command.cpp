@@ -18,6 +18,7 @@ namespace {
 
 // What a planned table is for: its role, or the output it is the token table of.
 std::string label(const import::ModelPlan& plan, const import::ChosenTable& c) {
+  if (c.pooling_weights) return "weights";
   return c.output == 0 ? std::string(role_name(c.role)) : plan.metadata.outputs[c.output - 1].name;
 }
 
@@ -38,6 +39,8 @@ struct ConvertArgs {
   std::string positions;
   std::uint64_t context = 0;
   bool allow_overflow = false;
+  std::string pooling;              // empty: the recipe's
+  bool normalize = false, no_normalize = false;
 };
 
 int run(const ConvertArgs& args) {
@@ -65,7 +68,18 @@ int run(const ConvertArgs& args) {
   }
   import::TableOverrides overrides = args.overrides;
   if (args.norm_eps >= 0) overrides.norm_epsilon = args.norm_eps;
-  auto plan = import::plan_model(*checkpoint, {.preset = args.preset, .overrides = overrides});
+  import::PlanOptions plan_options{.preset = args.preset, .overrides = overrides};
+  if (!args.pooling.empty()) {
+    plan_options.pooling = parse_pooling_mode(args.pooling);
+    if (!plan_options.pooling || *plan_options.pooling == PoolingMode::kNone) {
+      return report(Error(ErrorCode::kInvalidArgument, "--pooling '" + args.pooling + "': expected sum, mean or max"));
+    }
+  }
+  if (args.normalize && args.no_normalize) {
+    return report(Error(ErrorCode::kInvalidArgument, "--normalize and --no-normalize exclude each other"));
+  }
+  if (args.normalize || args.no_normalize) plan_options.normalize = args.normalize;
+  auto plan = import::plan_model(*checkpoint, plan_options);
   if (!plan) return report(plan.error());
   if (args.positions == "sinusoidal") {
     if (Status s = import::add_sinusoidal_positions(*plan, args.context); !s) return report(s.error());
@@ -142,6 +156,10 @@ Runner add_convert_command(CLI::App& app) {
   cmd->add_option("--positions", args->positions, "generate a position table: sinusoidal (original Transformer)");
   cmd->add_option("--context", args->context, "rows of the generated position table")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 24));
+  cmd->add_option("--pooling", args->pooling, "default pooling of bag requests: sum, mean or max (an EmbeddingBag "
+                  "state dict needs it; static models say mean themselves)");
+  cmd->add_flag("--normalize", args->normalize, "bag requests L2-normalize pooled vectors by default");
+  cmd->add_flag("--no-normalize", args->no_normalize, "... or do not (default: what the model's config says)");
   cmd->add_flag("--force", args->force, "replace OUT if it exists");
   cmd->add_flag("--allow-overflow", args->allow_overflow,
                 "store values beyond the table dtype's range as infinity (default: refuse, naming the value)");

@@ -10,6 +10,7 @@
 #include "embedrt/reference.hpp"
 #include "embedrt/half.hpp"
 #include "text_format.hpp"
+#include "vector_io.hpp"
 
 namespace embedrt::cli {
 namespace {
@@ -26,56 +27,6 @@ struct EmbedArgs {
   std::string output;  // empty: the primary output
   bool reference = false;
 };
-
-// "3,1,4,1" -> {3, 1, 4, 1}. Negative values parse, so the embed call can name them.
-Result<std::vector<std::int64_t>> parse_ids(const std::string& text, const char* option) {
-  std::vector<std::int64_t> ids;
-  if (text.empty()) return ids;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    std::size_t end = text.find(',', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(begin, end - begin);
-    std::int64_t value = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size()) {
-      return Error(ErrorCode::kInvalidArgument,
-                   std::string(option) + ": item " + std::to_string(ids.size()) + " ('" + item +
-                       "') is not a 64-bit integer");
-    }
-    ids.push_back(value);
-    begin = end + 1;
-  }
-  return ids;
-}
-
-// "[B, L, 30, 256]": the request's shape, then one token's output shape.
-std::string shape_of(std::uint64_t batch, std::uint64_t length, const std::vector<std::uint64_t>& token_shape) {
-  std::string text = "[" + std::to_string(batch) + ", " + std::to_string(length);
-  for (std::uint64_t n : token_shape) text += ", " + std::to_string(n);
-  return text + "]";
-}
-
-void write_json(const std::vector<float>& out, const std::string& shape) {
-  std::string text = "{\"shape\": " + shape + ", \"data\": [";
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (i) text += ", ";
-    text += format_float(out[i]);
-  }
-  text += "]}\n";
-  std::fwrite(text.data(), 1, text.size(), stdout);
-}
-
-void write_text(const std::vector<float>& out, std::uint64_t batch, std::uint64_t length, std::uint64_t dim,
-                const std::string& shape) {
-  std::string text = "shape " + shape + "\n";
-  for (std::uint64_t token = 0; token < batch * length; ++token) {
-    text += "[" + std::to_string(token / length) + ", " + std::to_string(token % length) + "]";
-    for (std::uint64_t j = 0; j < dim; ++j) text += " " + format_float(out[token * dim + j]);
-    text += "\n";
-  }
-  std::fwrite(text.data(), 1, text.size(), stdout);
-}
 
 int run(const EmbedArgs& args) {
   auto ids = parse_ids(args.ids, "--ids");
@@ -95,63 +46,42 @@ int run(const EmbedArgs& args) {
   }
   auto model = Model::open(args.model);
   if (!model) return report(model.error());
-  std::size_t output = 0;
-  if (!args.output.empty()) {
-    const OutputInfo* found = model->find_output(args.output);
-    if (found == nullptr) {
-      std::string names;
-      for (const OutputInfo& o : model->outputs()) names += (names.empty() ? "" : ", ") + o.name;
-      return report(Error(ErrorCode::kInvalidArgument, "--output '" + args.output + "': the model's outputs are " + names));
-    }
-    output = static_cast<std::size_t>(found - model->outputs().data());
-  }
-  if (args.out_dtype == "model") out_dtype = natural_output_dtype(*model, output);
-  const std::uint64_t dim = model->outputs()[output].dim();
-  const std::string shape = shape_of(args.batch, ids->size() / args.batch, model->outputs()[output].token_shape);
-  const std::uint64_t length = ids->size() / args.batch;
-  std::vector<float> out(ids->size() * dim);
+  auto output = output_index(*model, args.output);
+  if (!output) return report(output.error());
+  if (args.out_dtype == "model") out_dtype = natural_output_dtype(*model, *output);
+  const OutputInfo& info = model->outputs()[*output];
+  const std::uint64_t count = ids->size() * info.dim();
+  Result<std::vector<float>> out = std::vector<float>();
   if (args.reference) {
     if (*out_dtype != OutputDType::kF32) {
       return report(Error(ErrorCode::kInvalidArgument, "--reference computes f32 only (add --out-dtype f32)"));
     }
-    if (Status s = reference_embed(*model, *ids, args.batch, args.start, out, *segments, output); !s) return report(s.error());
+    std::vector<float> values(count);
+    if (Status s = reference_embed(*model, *ids, args.batch, args.start, values, *segments, *output); !s) {
+      return report(s.error());
+    }
+    out = std::move(values);
   } else {
     EmbedderOptions options;
     if (!args.isa.empty()) {
       options.isa = parse_isa(args.isa);
       if (!options.isa) return report(Error(ErrorCode::kInvalidArgument, "--isa '" + args.isa + "': expected scalar, sse4.2, avx2 or avx512"));
     }
-    auto embedder = Embedder::create(std::move(*model), options);
+    auto embedder = Embedder::create(*model, options);
     if (!embedder) return report(embedder.error());
     EmbedRequest request;
     request.ids = *ids;
     request.sequences = args.batch;
     request.start = args.start;
     request.segment_ids = *segments;
-    Status s;
-    const auto embed = [&](OutputSpan span) {
-      const OutputTarget target{output, span};
+    out = compute_as_floats(*out_dtype, count, [&](OutputSpan span) {
+      const OutputTarget target{*output, span};
       return embedder->embed(request, std::span(&target, 1));
-    };
-    if (*out_dtype == OutputDType::kF32) {
-      s = embed(OutputSpan(out));
-    } else {
-      // 16-bit output, printed as the floats it decodes to.
-      const bool bf16 = *out_dtype == OutputDType::kBF16;
-      const auto run = [&](auto element) {
-        std::vector<decltype(element)> bits(out.size());
-        s = embed(OutputSpan(bits));
-        for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16 ? bf16_to_f32(bits[i].bits) : f16_to_f32(bits[i].bits);
-      };
-      bf16 ? run(BFloat16{}) : run(Float16{});
-    }
-    if (!s) return report(s.error());
+    });
+    if (!out) return report(out.error());
   }
-  if (args.json) {
-    write_json(out, shape);
-  } else {
-    write_text(out, args.batch, length, dim, shape);
-  }
+  const std::uint64_t leading[] = {args.batch, ids->size() / args.batch};
+  write_vectors(*out, leading, info.token_shape, args.json);
   return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
 }
 

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   const Runner inspect = add_inspect_command(app);
   const Runner verify = add_verify_command(app);
   const Runner embed = add_embed_command(app);
+  const Runner pool = add_pool_command(app);
   const Runner convert = add_convert_command(app);
   const Runner bench = add_bench_command(app);
   const Runner serve = add_serve_command(app);
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("inspect")) return inspect();
     if (app.got_subcommand("verify")) return verify();
     if (app.got_subcommand("embed")) return embed();
+    if (app.got_subcommand("pool")) return pool();
     if (app.got_subcommand("convert")) return convert();
     if (app.got_subcommand("bench")) return bench();
     if (app.got_subcommand("serve")) return serve();

@@ -93,7 +93,7 @@ std::string with_flag_names(std::string message) {
       {"`overrides.token`", "--token"}, {"`overrides.position`", "--position"}, {"`overrides.segment`", "--segment"},
       {"`overrides.norm_weight`", "--norm-weight"}, {"`overrides.norm_bias`", "--norm-bias"}, {"`key`", "--key"},
       {"`check_crc=false`", "--no-crc-check"}, {"`overwrite`", "--force"}, {"table `dtype`", "--dtype"},
-      {"`allow_overflow`", "--allow-overflow"},
+      {"`allow_overflow`", "--allow-overflow"}, {"`pooling`", "--pooling"}, {"`mode`", "--mode"},
       {"a `context` of", "--context of"},
   };
   for (const auto& [field, flag] : kFlags) {
