@@ -190,7 +190,7 @@ namespace embedrt {
 
 Status reference_pool(const Model& model, std::size_t output, std::span<const std::int64_t> ids,
                       std::span<const std::uint64_t> offsets, std::uint64_t bags, std::span<const float> weights,
-                      PoolingMode mode, std::optional<bool> normalize, std::span<float> out) {
+                      PoolingMode mode, std::optional<bool> normalize, std::span<float> out, OutputDType out_dtype) {
   if (output >= model.outputs().size()) {
     return Error(ErrorCode::kInvalidArgument, "output index " + std::to_string(output) + " is past the model's " +
                                                   std::to_string(model.outputs().size()) + " outputs");
@@ -255,6 +255,11 @@ Status reference_pool(const Model& model, std::size_t output, std::span<const st
       for (float& v : acc) v *= output_scale;
     }
     if (unit_norm) {
+      // The vector as the output holds it, then divided by its length.
+      for (float& v : acc) {
+        if (out_dtype == OutputDType::kBF16) v = bf16_to_f32(f32_to_bf16(v));
+        if (out_dtype == OutputDType::kF16) v = f16_to_f32(f32_to_f16(v));
+      }
       double squares = 0;
       for (float v : acc) squares += static_cast<double>(v) * v;
       const double norm = std::sqrt(squares);

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "embedrt/error.hpp"
+#include "embedrt/embedder.hpp"
 #include "embedrt/model.hpp"
 
 namespace embedrt {
@@ -29,9 +30,12 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
 // FORMAT.md section 7.2 for one output: one f32 vector per bag (`out` holds bags * dim floats).
 // Bags are `offsets` (bags + 1 boundaries) or, when empty, `bags` equal runs of `ids`; `weights` is
 // empty or one per id; mode kNone takes the output's pooling.mode, and `normalize` (when set) is
-// used instead of the output's pooling.normalize. The normalization is computed in double.
+// used instead of the output's pooling.normalize. The normalization divides the vector as an output
+// of `out_dtype` holds it (16-bit: rounded first) by its length computed in double; the caller
+// rounds the f32 result to `out_dtype`.
 Status reference_pool(const Model& model, std::size_t output, std::span<const std::int64_t> ids,
                       std::span<const std::uint64_t> offsets, std::uint64_t bags, std::span<const float> weights,
-                      PoolingMode mode, std::optional<bool> normalize, std::span<float> out);
+                      PoolingMode mode, std::optional<bool> normalize, std::span<float> out,
+                      OutputDType out_dtype = OutputDType::kF32);
 
 }  // namespace embedrt

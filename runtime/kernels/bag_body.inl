@@ -9,10 +9,11 @@
 //         acc = fma(w, x, acc)     with a weight (correctly rounded on every ISA)
 //   mean: the sum, then acc / n
 //   max:  acc = first x, then (x > acc ? x : acc)
-// then acc * output_scale. Normalization needs the whole vector's length first: the squares are
-// summed in the fixed 16-lane order of lane_ordered_sum (as LayerNorm's statistics), so every ISA
-// gives the same bits; then the vector is scaled by 1 / length, in place for an f32 output, or by
-// pooling the chunks again (their rows are in cache) for a 16-bit one.
+// then acc * output_scale. Normalization works on the vector as the output holds it (a 16-bit
+// output's values rounded first, as model2vec normalizes its f16 mean): the squares are summed in
+// the fixed 16-lane order of lane_ordered_sum (as LayerNorm's statistics), so every ISA gives the
+// same bits; then every value is divided by the length, in place for an f32 output, or by pooling
+// the chunks again (their rows are in cache) for a 16-bit one.
 
 constexpr std::uint64_t kBlockVectors = Traits::kWidth == 1 ? 16 : 8;  // accumulators held in registers
 constexpr std::uint64_t kChunkFloats = 256;  // a multiple of 16 (the norm's lanes) and of every block
@@ -131,19 +132,29 @@ inline void add_squares(const float* chunk, std::uint64_t c, std::uint64_t count
   for (; k < count; ++k) tail[tail_count++] = chunk[k] * chunk[k];
 }
 
-// chunk[0, count) * scale as values [c, c + count) of an output row.
+// chunk[0, count) / divisor (when not 1) as values [c, c + count) of an output row.
 template <OutputDType OD>
-inline void store_chunk(const float* chunk, std::uint64_t count, float scale, std::byte* out, std::uint64_t c) {
+inline void store_chunk(const float* chunk, std::uint64_t count, float divisor, std::byte* out, std::uint64_t c) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t whole = count / W * W;
-  const V s(scale);
+  const V d(divisor);
   for (std::uint64_t k = 0; k < whole; k += W) {
     V x = Traits::load_f32(reinterpret_cast<const std::byte*>(chunk + k));
-    if (scale != 1.0f) x = x * s;
+    if (divisor != 1.0f) x = x / d;
     store<OD>(out, c + k, x, false);
   }
-  for (std::uint64_t k = whole; k < count; ++k) store_one<OD>(out, c + k, scale != 1.0f ? chunk[k] * scale : chunk[k]);
+  for (std::uint64_t k = whole; k < count; ++k) store_one<OD>(out, c + k, divisor != 1.0f ? chunk[k] / divisor : chunk[k]);
+}
+
+// chunk[0, count) as the output dtype holds them (16-bit outputs: rounded, read back as f32).
+template <OutputDType OD>
+inline void round_to_output(float* chunk, std::uint64_t count) {
+  if constexpr (OD == OutputDType::kBF16) {
+    for (std::uint64_t k = 0; k < count; ++k) chunk[k] = bf16_to_f32(f32_to_bf16(chunk[k]));
+  } else if constexpr (OD == OutputDType::kF16) {
+    for (std::uint64_t k = 0; k < count; ++k) chunk[k] = f16_to_f32(f32_to_f16(chunk[k]));
+  }
 }
 
 template <DType TD, OutputDType OD>
@@ -177,7 +188,10 @@ void pool_bags(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
         }
       }
       pool_chunk<TD>(bag, c, count, chunk);
-      if (a.normalize) add_squares(chunk, c, count, lanes_end, lanes, tail, tail_count);
+      if (a.normalize) {
+        round_to_output<OD>(chunk, count);
+        add_squares(chunk, c, count, lanes_end, lanes, tail, tail_count);
+      }
       if (!a.normalize || OD == OutputDType::kF32) store_chunk<OD>(chunk, count, 1.0f, out, c);
     }
     if (!a.normalize) continue;
@@ -189,15 +203,16 @@ void pool_bags(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
     for (float l : lane_values) squares += l;
     for (std::uint64_t k = 0; k < tail_count; ++k) squares += tail[k];
     // A zero vector (an empty bag) stays zero.
-    const float inverse = squares > 0.0f ? 1.0f / __builtin_sqrtf(squares) : 1.0f;
+    const float length = squares > 0.0f ? __builtin_sqrtf(squares) : 1.0f;
     for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
       const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
       if constexpr (OD == OutputDType::kF32) {
         std::memcpy(chunk, out + 4 * c, 4 * count);  // the f32 output holds the vector already
       } else {
         pool_chunk<TD>(bag, c, count, chunk);
+        round_to_output<OD>(chunk, count);
       }
-      store_chunk<OD>(chunk, count, inverse, out, c);
+      store_chunk<OD>(chunk, count, length, out, c);
     }
   }
 }
