@@ -12,6 +12,10 @@ bytes in hex. The capture is a forward pre-hook on the first transformer layer (
 it receives) during the model's normal forward in eval mode, except ALBERT and ELECTRA, whose
 embeddings module output is captured (a projection to hidden_size follows it).
 
+Gemma 3n (gemma3n_text, gemma3n) records two named outputs per run instead of one captured tensor:
+the language model's embed_tokens(ids) and get_per_layer_inputs(ids), plus what the forward feeds the
+text stack (README.md, "Several outputs: Gemma 3n").
+
 Three self-checks run for every case, so a committed expectation is known to be reproducible from
 the committed files alone:
 - `reference`: the formula stated in expected.json ("formula"), computed here from the tensors
