@@ -12,6 +12,10 @@ bytes in hex. The capture is a forward pre-hook on the first transformer layer (
 it receives) during the model's normal forward in eval mode, except ALBERT and ELECTRA, whose
 embeddings module output is captured (a projection to hidden_size follows it).
 
+Gemma 3n (gemma3n_text, gemma3n) records two named outputs per run instead of one captured tensor:
+the language model's embed_tokens(ids) and get_per_layer_inputs(ids), plus what the forward feeds the
+text stack (README.md, "Several outputs: Gemma 3n").
+
 Three self-checks run for every case, so a committed expectation is known to be reproducible from
 the committed files alone:
 - `reference`: the formula stated in expected.json ("formula"), computed here from the tensors
@@ -589,6 +593,193 @@ def generate(name, out_dir):
         f.write("\n")
 
 
+# ---------------------------------------------------------------------------------------------
+# Several named outputs per model (issue 13): Gemma 3n. Each run records, as raw bits, what the model's own
+# methods return for the ids (the outputs embedrt serves) and what its forward feeds the text stack (captured),
+# and the self-checks tie both to formulas over the tensors read back from the files.
+
+# vocab_size_per_layer_input (48) < vocab_size (64): ids 48..63 lie past the per-layer table. In the wrapper they
+# are the vision (48..55) and audio (56..63) token ranges, as in the real checkpoints (262144 text ids, then 128
+# vision and 128 audio ids). sqrt(24) = 4.898979 and sqrt(12) = 3.4641016 are not bf16 values (4.90625, 3.46875).
+GEMMA3N_PER_LAYER_VOCAB = 48
+GEMMA3N_TEXT = dict(vocab_size=VOCAB, vocab_size_per_layer_input=GEMMA3N_PER_LAYER_VOCAB, hidden_size=24,
+                    hidden_size_per_layer_input=12, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                    head_dim=8, intermediate_size=16, max_position_embeddings=32, sliding_window=8,
+                    num_kv_shared_layers=0, laurel_rank=2, altup_num_inputs=2, pad_token_id=0)
+# The wrapper's towers, as small as transformers accepts: a timm test network for vision (the real one is
+# mobilenetv5_300m_enc; the tower is not on the text path), a one-block conformer for audio.
+GEMMA3N_VISION = dict(architecture="test_efficientnet", hidden_size=8, vocab_size=8,
+                      vocab_offset=GEMMA3N_PER_LAYER_VOCAB)
+GEMMA3N_AUDIO = dict(hidden_size=8, vocab_size=8, vocab_offset=GEMMA3N_PER_LAYER_VOCAB + 8, input_feat_size=8,
+                     sscp_conv_channel_size=[4, 4], conf_num_hidden_layers=1, conf_num_attention_heads=2)
+GEMMA3N_IDS = [[0, 17, 48, 63, 5, 47, 52], [63, 1, 56, 33, 60, 9, 0]]
+
+GEMMA3N_TEXT_NOTES = (
+    "Two outputs. inputs_embeds = Gemma3nTextScaledWordEmbedding embed_tokens: lookup * embed_scale.to(weight.dtype), "
+    "embed_scale a non-persistent f32 buffer torch.tensor(hidden_size ** 0.5) (not in the file), so the factor is "
+    "bf16(f32(sqrt(hidden_size))) = 4.90625 and the bf16 x bf16 product is rounded once to bf16. per_layer_inputs = "
+    "get_per_layer_inputs(ids): ids' = where(0 <= ids < vocab_size_per_layer_input, ids, 0) (negative ids map to 0 "
+    "too), embed_tokens_per_layer(ids') * bf16(f32(sqrt(hidden_size_per_layer_input))) (= 3.46875), reshaped to "
+    "[B, L, num_hidden_layers, hidden_size_per_layer_input]; the table is [vocab_size_per_layer_input, "
+    "num_hidden_layers * hidden_size_per_layer_input], row-major, layer-major within a row. The forward then mixes "
+    "it with a projection of inputs_embeds (project_per_layer_inputs: per_layer_model_projection, "
+    "per_layer_projection_norm, add, * 1/sqrt(2)) - matmuls on the hidden state, not captured here. Row 0 (the pad "
+    "row, zero at init) of both tables was randomized so the id -> 0 mapping is visible in the bits.")
+GEMMA3N_CASES = {
+    "gemma3n_text": dict(cls="Gemma3nForCausalLM", prefix="model.", text_cfg=lambda c: c,
+                         notes=GEMMA3N_TEXT_NOTES + " Gemma3nForCausalLM (model_type gemma3n_text): every config key "
+                         "at the top level; names model.embed_tokens.weight [vocab_size, hidden_size], "
+                         "model.embed_tokens_per_layer.weight; lm_head tied (absent). The forward feeds the stack "
+                         "embed_tokens(ids) for every id < vocab_size (no multimodal remapping in the text-only "
+                         "model)."),
+    "gemma3n": dict(cls="Gemma3nForConditionalGeneration", prefix="model.language_model.",
+                    text_cfg=lambda c: c["text_config"],
+                    notes=GEMMA3N_TEXT_NOTES + " Gemma3nForConditionalGeneration (model_type gemma3n): the text keys "
+                    "(vocab_size, vocab_size_per_layer_input, hidden_size, hidden_size_per_layer_input, "
+                    "num_hidden_layers, pad_token_id, rms_norm_eps) only under config.text_config; saved under "
+                    "model.language_model. (not the original checkpoint layout that Gemma 3 uses); vision tower "
+                    "under model.vision_tower.timm_model., audio under model.audio_tower., model.embed_vision., "
+                    "model.embed_audio.; lm_head tied (absent). DIFFERENCE in the forward: Gemma3nModel replaces "
+                    "the inputs_embeds of ids in [vision_config.vocab_offset, audio_config.vocab_offset) by "
+                    "embed_vision(ids) and of ids >= audio_config.vocab_offset by embed_audio(ids) (an embedding "
+                    "row of its own table, RMSNorm, a projection, RMSNorm) before the text stack; "
+                    "'forward_fed_differs_at' lists those positions. per_layer_inputs is fed unchanged."),
+}
+
+
+def gemma3n_scale(value, dtype):
+    """embed_scale as the module applies it: an f32 tensor of the Python float, cast to the weight dtype."""
+    return torch.tensor(value ** 0.5, dtype=F32).to(dtype)
+
+
+def ref_gemma3n(w, cfg, prefix, ids):
+    """Both outputs from the tensors read back from the file; every operation rounds to bf16."""
+    table = w[prefix + "embed_tokens.weight"]
+    per_layer = w[prefix + "embed_tokens_per_layer.weight"]
+    embeds = rows(table, ids) * gemma3n_scale(cfg["hidden_size"], table.dtype)
+    mapped = torch.where((ids >= 0) & (ids < cfg["vocab_size_per_layer_input"]), ids, 0)
+    per = rows(per_layer, mapped) * gemma3n_scale(cfg["hidden_size_per_layer_input"], per_layer.dtype)
+    return {"inputs_embeds": embeds,
+            "per_layer_inputs": per.reshape(*ids.shape, cfg["num_hidden_layers"], cfg["hidden_size_per_layer_input"])}
+
+
+def gemma3n_config(name):
+    if name == "gemma3n_text":
+        return tf.Gemma3nTextConfig(**GEMMA3N_TEXT)
+    return tf.Gemma3nConfig(text_config=dict(GEMMA3N_TEXT), vision_config=dict(GEMMA3N_VISION),
+                            audio_config=dict(GEMMA3N_AUDIO), image_token_id=49, audio_token_id=57,
+                            boi_token_id=47, eoi_token_id=48, boa_token_id=46, eoa_token_id=56)
+
+
+def gemma3n_runs(model, ids):
+    """(outputs by the model's methods, what the forward feeds the text stack) for one batch of ids."""
+    text = model.model if isinstance(model, tf.Gemma3nForCausalLM) else model.model.language_model
+    with torch.no_grad():
+        outputs = {"inputs_embeds": text.embed_tokens(ids), "per_layer_inputs": text.get_per_layer_inputs(ids)}
+    fed = {}
+    if isinstance(model, tf.Gemma3nForCausalLM):  # the text model computes both inside its forward
+        def keep(key):
+            return lambda m, args, out: fed.__setitem__(key, out)
+        hooks = [text.embed_tokens.register_forward_hook(keep("inputs_embeds")),
+                 text.embed_tokens_per_layer.register_forward_hook(keep("per_layer_table"))]
+    else:  # Gemma3nModel computes both and passes them to the text model as keyword arguments
+        def pre(m, args, kwargs):
+            fed["inputs_embeds"], fed["per_layer_inputs"] = kwargs["inputs_embeds"], kwargs["per_layer_inputs"]
+        hooks = [text.register_forward_pre_hook(pre, with_kwargs=True)]
+    first_layer = []
+    hooks.append(text.layers[0].register_forward_pre_hook(
+        lambda m, args, kwargs: first_layer.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True))
+    try:
+        with torch.no_grad():
+            model(input_ids=ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    if "per_layer_table" in fed:
+        fed["per_layer_inputs"] = fed.pop("per_layer_table").reshape(outputs["per_layer_inputs"].shape)
+    # The first layer's hidden_states[0] (altup stream 0) is the fed inputs_embeds, unchanged.
+    assert torch.equal(first_layer[0][0], fed["inputs_embeds"]), "layer 0 does not receive inputs_embeds"
+    return ({k: v.detach().contiguous() for k, v in outputs.items()},
+            {k: v.detach().contiguous() for k, v in fed.items()})
+
+
+def tensor_record(t):
+    return {"output_dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape), "output_hex": hex_of(t)}
+
+
+def generate_gemma3n(name, out_dir):
+    c = GEMMA3N_CASES[name]
+    torch.manual_seed(sum(map(ord, name)))
+    config = gemma3n_config(name)
+    model = getattr(tf, c["cls"])(config).to(BF16).eval()
+    randomize_norms(model)
+    text = model.model if name == "gemma3n_text" else model.model.language_model
+    g = torch.Generator().manual_seed(4321)
+    with torch.no_grad():  # a non-zero pad row, so mapping an id to row 0 is told apart from zeros
+        for table in (text.embed_tokens, text.embed_tokens_per_layer):
+            table.weight[0] = (0.02 * torch.randn(table.weight.shape[1], generator=g)).to(BF16)
+    ids = torch.tensor(GEMMA3N_IDS)
+    outputs, fed = gemma3n_runs(model, ids)
+
+    case_dir = os.path.join(out_dir, name)
+    shutil.rmtree(case_dir, ignore_errors=True)
+    model_dir = os.path.join(case_dir, "model")
+    save(model, model_dir, "st")
+
+    w = read_weights(model_dir)
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    tcfg = c["text_cfg"](cfg)
+    # Self-check 1: the formulas, from the tensors read back from the file, give the methods' bits.
+    want = ref_gemma3n(w, tcfg, c["prefix"], ids)
+    for key, t in outputs.items():
+        assert want[key].dtype == t.dtype and want[key].shape == t.shape and hex_of(want[key]) == hex_of(t), \
+            f"{name}: reference formula for {key} differs from transformers"
+    # The rounding rule matters on these bits: an f32 product with the f32 sqrt, rounded once, differs.
+    table = w[c["prefix"] + "embed_tokens.weight"]
+    f32_product = (rows(table, ids).float() * torch.tensor(tcfg["hidden_size"] ** 0.5, dtype=F32)).to(BF16)
+    assert hex_of(f32_product) != hex_of(outputs["inputs_embeds"]), f"{name}: ids do not tell the scale rules apart"
+    # What the forward feeds: per_layer_inputs always as returned; inputs_embeds as returned except, in the
+    # wrapper, at vision/audio ids (replaced by the multimodal embedders).
+    assert torch.equal(fed["per_layer_inputs"], outputs["per_layer_inputs"]), f"{name}: fed per_layer_inputs differ"
+    same = (fed["inputs_embeds"] == outputs["inputs_embeds"]).all(-1)
+    differs_at = [[b, t] for b, t in (~same).nonzero().tolist()]
+    multimodal = ids >= (cfg["vision_config"]["vocab_offset"] if "vision_config" in cfg else VOCAB)
+    assert torch.equal(~same, multimodal), f"{name}: fed inputs_embeds differ at {differs_at}"
+    # Self-check 2: the saved folder, loaded by transformers, reproduces the outputs.
+    reloaded = getattr(tf, c["cls"]).from_pretrained(model_dir, dtype=BF16).eval()
+    again, _ = gemma3n_runs(reloaded, ids)
+    for key in outputs:
+        assert hex_of(again[key]) == hex_of(outputs[key]), f"{name}: from_pretrained of the saved folder differs"
+
+    # Negative ids: embed_tokens refuses them (IndexError); get_per_layer_inputs maps them to row 0 like ids past
+    # its table. Recorded on their own, for the per-layer output only.
+    negative = torch.tensor([[-1, -VOCAB, 0, GEMMA3N_PER_LAYER_VOCAB - 1, GEMMA3N_PER_LAYER_VOCAB]])
+    with torch.no_grad():
+        negative_out = text.get_per_layer_inputs(negative).contiguous()
+    assert hex_of(negative_out) == hex_of(ref_gemma3n(w, tcfg, c["prefix"], negative)["per_layer_inputs"])
+
+    p = c["prefix"]
+    formulas = {
+        "inputs_embeds": f"bf16: {p}embed_tokens.weight[ids] * bf16(f32(sqrt(hidden_size))) -> bf16",
+        "per_layer_inputs": f"bf16: {p}embed_tokens_per_layer.weight[where(0 <= ids < vocab_size_per_layer_input, "
+                            "ids, 0)] * bf16(f32(sqrt(hidden_size_per_layer_input))) -> bf16, reshaped "
+                            "[B, L, num_hidden_layers, hidden_size_per_layer_input]",
+    }
+    methods = {"inputs_embeds": f"{p}embed_tokens(ids)", "per_layer_inputs": f"{p[:-1]}.get_per_layer_inputs(ids)"}
+    doc = {"case": name, "model_type": config.model_type, "architecture": c["cls"], "torch_dtype": "bfloat16",
+           "outputs": [{"name": k, "recorded": methods[k], "formula": formulas[k]} for k in outputs],
+           "notes": c["notes"], "format": "safetensors",
+           "versions": {"torch": torch.__version__.split("+")[0], "transformers": tf.__version__},
+           "runs": [{"input_ids": ids.tolist(), "token_type_ids": None, "start": 0,
+                     "outputs": {k: tensor_record(t) for k, t in outputs.items()},
+                     "forward_fed": {k: tensor_record(t) for k, t in fed.items()},
+                     "forward_fed_differs_at": differs_at}],
+           "per_layer_inputs_of_negative_ids": dict(input_ids=negative.tolist(), **tensor_record(negative_out))}
+    with open(os.path.join(case_dir, "expected.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
 def compare_bin(a, b):
     """pytorch_model.bin: byte equality, or else equal names, dtypes, shapes and bytes of every tensor."""
     if filecmp.cmp(a, b, shallow=False):
@@ -606,19 +797,19 @@ def main():
     torch.set_num_threads(1)
     tf.logging.set_verbosity_error()
     tf.utils.logging.disable_progress_bar()
-    names = args.cases or list(CASES)
+    names = args.cases or list(CASES) + list(GEMMA3N_CASES)
     committed = os.path.join(HERE, "cases")
     out = tempfile.mkdtemp(prefix="embedrt-hf-") if args.check else committed
     failed = []
     for name in names:
         try:
-            generate(name, out)
+            (generate_gemma3n if name in GEMMA3N_CASES else generate)(name, out)
             print("generated", name, file=sys.stderr)
         except Exception as e:  # report every case, then fail
             failed.append(name)
             print(f"FAILED {name}: {type(e).__name__}: {e}", file=sys.stderr)
     if not args.check:
-        stale = sorted(set(os.listdir(committed)) - set(CASES))
+        stale = sorted(set(os.listdir(committed)) - set(CASES) - set(GEMMA3N_CASES))
         for s in stale:
             print("not a case (left alone):", s, file=sys.stderr)
     else:
