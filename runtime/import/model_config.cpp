@@ -9,8 +9,20 @@ struct ModelConfig::Json {
   nlohmann::json top;
   const nlohmann::json* text = nullptr;  // text_config, when it is an object
 
-  // The object holding `key`: text_config first, then the top level.
+  // The value of `key`: text_config's first, then the top level's. A dotted key names a value in
+  // a nested object of the top level ("vision_config.vocab_offset").
   const nlohmann::json* find(std::string_view key) const {
+    if (const std::size_t dot = key.find('.'); dot != std::string_view::npos) {
+      const nlohmann::json* object = &top;
+      std::size_t begin = 0;
+      for (std::size_t end = dot; begin <= key.size(); end = std::min(key.find('.', begin), key.size())) {
+        const std::string part(key.substr(begin, end - begin));
+        if (!object->is_object() || !object->contains(part)) return nullptr;
+        object = &(*object)[part];
+        begin = end + 1;
+      }
+      return object;
+    }
     const std::string k(key);
     if (text != nullptr && text->contains(k)) return &(*text)[k];
     if (top.contains(k)) return &top[k];

@@ -27,8 +27,9 @@ class ModelConfig {
   const std::vector<std::string>& architectures() const noexcept { return architectures_; }
   bool has(std::string_view key) const;
 
-  // A value from text_config if it has the key, else from the top level. A key present with
-  // another JSON type is an error naming the key; absent keys give nullopt.
+  // A value from text_config if it has the key, else from the top level; a dotted key names a value
+  // in nested objects of the top level ("vision_config.vocab_offset"). A key present with another
+  // JSON type is an error naming the key; absent keys give nullopt.
   Result<std::optional<std::uint64_t>> u64(std::string_view key) const;
   Result<std::optional<std::int64_t>> i64(std::string_view key) const;
   Result<std::optional<double>> f64(std::string_view key) const;

@@ -66,7 +66,9 @@ const std::vector<Recipe> kRecipes = {
                         .rows_key = "vocab_size_per_layer_input",
                         .shape_keys = {"num_hidden_layers", "hidden_size_per_layer_input"},
                         .out_of_range = OutOfRangeIds::kRowZero}},
-     .rules = "inputs_embeds: embed_tokens[id] * sqrt(hidden_size) rounded to the table dtype; per_layer_inputs: "
+     .text_vocab_keys = {"vision_config.vocab_offset", "audio_config.vocab_offset"},
+     .rules = "inputs_embeds: embed_tokens[id] * sqrt(hidden_size) rounded to the table dtype (ids from "
+              "vision_config.vocab_offset on are the vision and audio towers' and refused); per_layer_inputs: "
               "embed_tokens_per_layer[id, or 0 for ids outside [0, vocab_size_per_layer_input)] * "
               "sqrt(hidden_size_per_layer_input) rounded to the table dtype, shaped [num_hidden_layers, "
               "hidden_size_per_layer_input]; each product rounded to the output dtype"},

@@ -68,6 +68,10 @@ struct Recipe {
   bool needs_pooling = false;
   bool detect_by_names = true;             // false: chosen only by config.json's model_type or by name
   std::vector<ExtraOutput> extra_outputs;  // tables beside the token table that give outputs of their own
+  // Config keys whose smallest value bounds the primary output's ids: ids at or past it are
+  // multimodal soft tokens another tower embeds (Gemma 3n's vision and audio), so the token table
+  // is cut there and such ids are refused rather than given a row the model does not use.
+  Names text_vocab_keys;
   std::string_view rules;                  // the computation in words, stored as recipe.rules
 };
 

@@ -616,6 +616,26 @@ Result<ModelPlan> plan_model(const Checkpoint& checkpoint, const PlanOptions& op
     }
   }
 
+  // 6b. Multimodal soft tokens (Gemma 3n's wrapper): the token table stops where they begin.
+  if (recipe != nullptr && config && !recipe->text_vocab_keys.empty()) {
+    std::optional<std::uint64_t> limit;
+    std::string limit_key;
+    for (std::string_view key : recipe->text_vocab_keys) {
+      auto offset = config->u64(key);
+      if (!offset) return std::move(offset).error();
+      if (*offset && (!limit || **offset < *limit)) limit = **offset, limit_key = std::string(key);
+    }
+    const auto rows = static_cast<std::uint64_t>(token.shape[0]);
+    if (limit && *limit == 0) return config_mismatch(*config, limit_key + " is 0: no id would be a text token");
+    if (limit && *limit < rows) {
+      SourceTensor& text_rows = plan.views.emplace_back(token);
+      text_rows.shape[0] = static_cast<std::int64_t>(*limit);
+      token_choice->tensor = &text_rows;
+      plan.explanation += "; ids from " + std::to_string(*limit) + " (" + limit_key + ") are multimodal soft tokens "
+                          "embedded by other towers: the token table keeps the " + std::to_string(*limit) + " text rows";
+    }
+  }
+
   // 7. Outputs of their own tables (Gemma 3n's per-layer inputs): table, rows, shape and scale
   // from the config, which must describe the table.
   if (recipe != nullptr) {
