@@ -102,7 +102,8 @@ OutputDType natural_output_dtype(const Model& model, std::size_t output) noexcep
     case DType::kBF16: return OutputDType::kBF16;
     case DType::kF16: return OutputDType::kF16;
     case DType::kF32: return OutputDType::kF32;
-    case DType::kInt8Rowwise: break;
+    case DType::kInt8Rowwise:
+    case DType::kInt32: break;  // (an int32 table is never a token table: Model refuses it)
   }
   const std::string& source = model.metadata().source_dtype;
   return source == "bfloat16" ? OutputDType::kBF16 : source == "float16" ? OutputDType::kF16 : OutputDType::kF32;
@@ -170,6 +171,29 @@ Status Embedder::embed(const EmbedRequest& r, OutputSpan out) const {
 }
 
 namespace {
+
+// With an id map (2.0), every id a request uses must map to a row of the token table: the file's
+// data is checked where it is used, since open never reads tables.
+Status check_mapped_rows(const OutputInfo& o, const IdSpan& ids, const std::string& file, const std::string& prefix) {
+  if (o.id_map == nullptr) return {};
+  const std::uint64_t vocab = o.vocab_size(), rows = o.token->rows;
+  const bool row_zero = o.rules->out_of_range == OutOfRangeIds::kRowZero;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::int64_t id = ids[i];
+    if (id < 0 || static_cast<std::uint64_t>(id) >= vocab) {
+      if (!row_zero) continue;  // refused by the id check
+      id = 0;
+    }
+    const std::int64_t row = o.row_of(static_cast<std::uint64_t>(id));
+    if (row < 0 || static_cast<std::uint64_t>(row) >= rows) {
+      return Error(ErrorCode::kMalformed, "'" + file + "': " + prefix + "ids.map table '" + o.id_map->name + "' maps id " +
+                                              std::to_string(id) + " to row " + std::to_string(row) +
+                                              ", outside the token table's " + std::to_string(rows) + " rows",
+                   {.file = file, .tensor = o.id_map->name});
+    }
+  }
+  return {};
+}
 
 // Checks every id, segment and position of a request against one output's tables and rules.
 // `prefix` names the output in messages when the model has several.
@@ -349,6 +373,7 @@ Status Embedder::embed(const EmbedRequest& r, std::span<const OutputTarget> targ
   for (const OutputTarget& target : targets) {
     const OutputInfo& o = outputs[target.output];
     if (Status s = validate_for_output(r, n, length, o, prefix_of(o)); !s) return s;
+    if (Status s = check_mapped_rows(o, r.ids, model_.file().path(), prefix_of(o)); !s) return s;
   }
 
   for (const OutputTarget& target : targets) {
@@ -357,7 +382,8 @@ Status Embedder::embed(const EmbedRequest& r, std::span<const OutputTarget> targ
     kernels::KernelArgs a;
     a.token = o.token->bytes.data();
     a.token_stride = o.token->row_stride;
-    if (o.rules->out_of_range == OutOfRangeIds::kRowZero) a.zero_outside_rows = o.token->rows;
+    if (o.rules->out_of_range == OutOfRangeIds::kRowZero) a.zero_outside_rows = o.vocab_size();
+    if (o.id_map != nullptr) a.id_map = o.id_map->bytes.data();
     if (const TableView* s = o.segment) {
       a.segment = s->bytes.data();
       a.segment_stride = s->row_stride;
@@ -467,10 +493,13 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
     }
   }
 
+  if (Status s = check_mapped_rows(o, r.ids, model_.file().path(), prefix); !s) return s;
+
   kernels::PoolArgs a;
   a.token = o.token->bytes.data();
   a.token_stride = o.token->row_stride;
-  if (o.rules->out_of_range == OutOfRangeIds::kRowZero) a.zero_outside_rows = o.token->rows;
+  if (o.rules->out_of_range == OutOfRangeIds::kRowZero) a.zero_outside_rows = o.vocab_size();
+  if (o.id_map != nullptr) a.id_map = o.id_map->bytes.data();
   a.dim = dim;
   a.int8_params_offset = int8_params_offset(dim);
   a.token_scale = static_cast<float>(o.rules->token_scale);
@@ -480,8 +509,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   a.length = length;
   a.weights = r.weights.empty() ? nullptr : r.weights.data();
   if (a.weights == nullptr && o.pooling_weights != nullptr) {
-    a.row_weights = o.pooling_weights->bytes.data();
-    a.row_weights_stride = o.pooling_weights->row_stride;
+    a.id_weights = reinterpret_cast<const float*>(o.pooling_weights->bytes.data());
   }
   a.mode = mode;
   a.normalize = r.normalize.value_or(o.rules->normalize);
@@ -528,11 +556,13 @@ Status Embedder::prefetch(IdSpan ids, std::span<const std::size_t> wanted, Prefe
     const std::uint64_t bytes = row_bytes(o.token->dtype, o.token->dim);
     for (std::size_t i = 0; i < ids.size(); ++i) {
       std::int64_t id = ids[i];
-      if (id < 0 || static_cast<std::uint64_t>(id) >= o.token->rows) {
+      if (id < 0 || static_cast<std::uint64_t>(id) >= o.vocab_size()) {
         if (o.rules->out_of_range != OutOfRangeIds::kRowZero) continue;
         id = 0;
       }
-      const std::byte* row = o.token->row(static_cast<std::uint64_t>(id));
+      const std::int64_t r = o.row_of(static_cast<std::uint64_t>(id));
+      if (r < 0 || static_cast<std::uint64_t>(r) >= o.token->rows) continue;
+      const std::byte* row = o.token->row(static_cast<std::uint64_t>(r));
       if (target == PrefetchTarget::kMemory) advise_will_need(row, bytes);
       for (std::uint64_t k = 0; k < bytes; k += 64) __builtin_prefetch(row + k, 0, 3);
     }

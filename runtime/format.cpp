@@ -1,5 +1,7 @@
 #include "embedrt/format.hpp"
 
+#include <algorithm>
+
 #include "byte_io.hpp"
 #include "utf8.hpp"
 
@@ -11,8 +13,15 @@ std::string_view dtype_name(DType dtype) noexcept {
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
     case DType::kInt8Rowwise: return "int8";
+    case DType::kInt32: return "int32";
   }
   return "unknown";
+}
+
+bool is_value_dtype(DType dtype) noexcept { return dtype != DType::kInt32; }
+
+FormatVersion dtype_version(DType dtype) noexcept {
+  return dtype == DType::kInt32 ? FormatVersion{2, 0} : FormatVersion{1, 0};
 }
 
 bool is_valid_utf8(std::string_view text) noexcept { return detail::valid_utf8(text); }
@@ -101,20 +110,23 @@ bool is_valid_output_name(std::string_view name) noexcept {
   return true;
 }
 
-std::uint16_t OutputRules::required_minor() const noexcept {
+FormatVersion OutputRules::required_version() const noexcept {
+  if (!id_map_table.empty()) return {2, 0};
   if (name != "embeddings" || !shape.empty() || out_of_range != OutOfRangeIds::kRefuse ||
       pooling != PoolingMode::kNone || normalize || !pooling_weights_table.empty()) {
-    return 2;
+    return {1, 2};
   }
-  return token_scale != 1.0 || padding_id >= 0 ? 1 : 0;
+  return {1, static_cast<std::uint16_t>(token_scale != 1.0 || padding_id >= 0 ? 1 : 0)};
 }
 
-std::uint16_t Metadata::required_minor() const noexcept {
-  return outputs.empty() ? OutputRules::required_minor() : 2;
+FormatVersion Metadata::required_version() const noexcept {
+  FormatVersion v = OutputRules::required_version();
+  for (const OutputRules& o : outputs) v = std::max(v, std::max(o.required_version(), FormatVersion{1, 2}));
+  return v;
 }
 
 std::optional<DType> parse_dtype(std::string_view name) noexcept {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt32}) {
     if (name == dtype_name(d)) return d;
   }
   return std::nullopt;
@@ -141,6 +153,7 @@ std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept {
     case DType::kF16:
     case DType::kBF16: return 2 * dim;
     case DType::kInt8Rowwise: return int8_params_offset(dim) + 8;
+    case DType::kInt32: return 4 * dim;
   }
   return 0;
 }

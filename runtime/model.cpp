@@ -1,5 +1,6 @@
 #include "embedrt/model.hpp"
 
+#include <cstring>
 #include <limits>
 #include <tuple>
 
@@ -43,6 +44,18 @@ class OutputResolver {
     auto weights = named(rules_.pooling_weights_table, "pooling.weights");
     if (!weights) return std::move(weights).error();
     o.pooling_weights = *weights;
+    auto id_map = named(rules_.id_map_table, "ids.map");
+    if (!id_map) return std::move(id_map).error();
+    o.id_map = *id_map;
+    for (const TableView* t : {o.token, o.position, o.segment, o.norm_weight, o.norm_bias}) {
+      if (t != nullptr && !is_value_dtype(t->dtype)) {
+        return malformed(what(t) + " is " + std::string(dtype_name(t->dtype)) + ", which holds no embedding values");
+      }
+    }
+    if (const TableView* m = o.id_map; m != nullptr && (m->rows != 1 || m->dtype != DType::kInt32)) {
+      return malformed("ids.map table '" + m->name + "' must be one int32 row (an entry per id), is [" +
+                       std::to_string(m->rows) + ", " + std::to_string(m->dim) + "] " + std::string(dtype_name(m->dtype)));
+    }
 
     const std::uint64_t dim = o.token->dim;
     for (const TableView* t : {o.position, o.segment, o.norm_weight, o.norm_bias}) {
@@ -59,10 +72,10 @@ class OutputResolver {
     if (o.norm_bias != nullptr && o.norm_weight == nullptr) {
       return malformed("a norm_bias table without a norm_weight table");
     }
-    if (const TableView* w = o.pooling_weights; w != nullptr && (w->dim != 1 || w->rows != o.token->rows || w->dtype != DType::kF32)) {
-      return malformed("pooling.weights table '" + w->name + "' must be [" + std::to_string(o.token->rows) +
-                       ", 1] f32 (a weight per token row), is [" + std::to_string(w->rows) + ", " + std::to_string(w->dim) +
-                       "] " + std::string(dtype_name(w->dtype)));
+    if (const TableView* w = o.pooling_weights; w != nullptr && (w->rows != 1 || w->dim != o.vocab_size() || w->dtype != DType::kF32)) {
+      return malformed("pooling.weights table '" + w->name + "' must be [1, " + std::to_string(o.vocab_size()) +
+                       "] f32 (a weight per id), is [" + std::to_string(w->rows) + ", " + std::to_string(w->dim) + "] " +
+                       std::string(dtype_name(w->dtype)));
     }
     if (Status s = check_positions(o.position); !s) return std::move(s).error();
 
@@ -127,6 +140,13 @@ class OutputResolver {
 };
 
 }  // namespace
+
+std::int64_t OutputInfo::row_of(std::uint64_t id) const noexcept {
+  if (id_map == nullptr) return static_cast<std::int64_t>(id);
+  std::int32_t row;
+  std::memcpy(&row, id_map->bytes.data() + 4 * id, 4);
+  return row;
+}
 
 std::uint64_t OutputInfo::max_positions() const noexcept {
   if (position == nullptr) return std::numeric_limits<std::uint64_t>::max();

@@ -130,6 +130,9 @@ const OutputRuleKey kKeys[] = {
     {"pooling.weights", "pooling.weights", rec::kString, false,
      [](OutputRules& r, const Value& v) { return read_table(r.pooling_weights_table, v); },
      [](const OutputRules& r) { return write_table(r.pooling_weights_table); }},
+    // ---- 2.0 ----
+    {"ids.map", "ids.map", rec::kString, false, [](OutputRules& r, const Value& v) { return read_table(r.id_map_table, v); },
+     [](const OutputRules& r) { return write_table(r.id_map_table); }},
 };
 
 }  // namespace

@@ -28,6 +28,9 @@ void decode_row(const TableView& table, std::uint64_t row, std::span<float> out)
         out[j] = bf16_to_f32(detail::load_le<std::uint16_t>(p + 2 * j));
       }
       return;
+    case DType::kInt32:
+      for (std::uint64_t j = 0; j < dim; ++j) out[j] = static_cast<float>(detail::load_le<std::int32_t>(p + 4 * j));
+      return;
     case DType::kInt8Rowwise: {
       const std::uint64_t tail = int8_params_offset(dim);
       const float scale = detail::load_le<float>(p + tail);
@@ -70,6 +73,22 @@ Status check_ids(std::span<const std::int64_t> ids, std::uint64_t length, std::u
     }
   }
   return {};
+}
+
+// The token row of each id (through the id map; 0 for an id outside a row-0 output): refused when
+// the map points outside the token table.
+Result<std::vector<std::uint64_t>> token_rows(const OutputInfo& o, std::span<const std::int64_t> ids) {
+  std::vector<std::uint64_t> rows(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const bool outside = ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= o.vocab_size();
+    const std::int64_t row = o.row_of(outside ? 0 : static_cast<std::uint64_t>(ids[i]));
+    if (row < 0 || static_cast<std::uint64_t>(row) >= o.token->rows) {
+      return Error(ErrorCode::kMalformed, "ids.map maps id " + std::to_string(ids[i]) + " to row " + std::to_string(row) +
+                                              ", outside the token table");
+    }
+    rows[i] = static_cast<std::uint64_t>(row);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -148,6 +167,8 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
     if (Status s = check_ids(segment_ids, length, o.segment->rows, "segment"); !s) return s;
   }
 
+  auto rows = token_rows(o, ids);
+  if (!rows) return std::move(rows).error();
   std::vector<float> extra(dim);
   const std::uint64_t offset = rules.position_offset;
   const auto token_scale = static_cast<float>(rules.token_scale);
@@ -156,8 +177,7 @@ Status reference_embed(const Model& model, std::span<const std::int64_t> ids, st
   std::uint64_t nonpad = 0;  // padding-aware positions: non-pad tokens before this one
   for (std::uint64_t i = 0; i < ids.size(); ++i) {
     const std::span<float> row = out.subspan(i * dim, dim);
-    const bool outside = ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= o.vocab_size();
-    decode_row(*o.token, outside ? 0 : static_cast<std::uint64_t>(ids[i]), row);
+    decode_row(*o.token, (*rows)[i], row);
     if (token_scale != 1.0f) {
       for (float& v : row) v *= token_scale;
     }
@@ -217,7 +237,10 @@ Status reference_pool(const Model& model, std::size_t output, std::span<const st
       }
     }
   }
-  std::vector<float> row(dim), w(1);
+  auto rows = token_rows(o, ids);
+  if (!rows) return std::move(rows).error();
+  std::vector<float> row(dim), id_weights(o.pooling_weights ? o.vocab_size() : 0);
+  if (o.pooling_weights != nullptr) decode_row(*o.pooling_weights, 0, id_weights);
   const auto token_scale = static_cast<float>(rules.token_scale);
   const auto output_scale = static_cast<float>(rules.output_scale);
   for (std::uint64_t b = 0; b < bags; ++b) {
@@ -227,8 +250,7 @@ Status reference_pool(const Model& model, std::size_t output, std::span<const st
     for (std::uint64_t i = bounds[b]; i < bounds[b + 1]; ++i) {
       const std::int64_t id = ids[i];
       const bool outside = id < 0 || static_cast<std::uint64_t>(id) >= o.vocab_size();
-      const std::uint64_t r = outside ? 0 : static_cast<std::uint64_t>(id);
-      decode_row(*o.token, r, row);
+      decode_row(*o.token, (*rows)[i], row);
       if (token_scale != 1.0f) {
         for (float& v : row) v *= token_scale;
       }
@@ -236,8 +258,7 @@ Status reference_pool(const Model& model, std::size_t output, std::span<const st
       bool weighted = !weights.empty();
       float weight = weighted ? weights[i] : 1.0f;
       if (!weighted && o.pooling_weights != nullptr) {
-        decode_row(*o.pooling_weights, r, w);
-        weight = w[0];
+        weight = id_weights[outside ? 0 : static_cast<std::uint64_t>(id)];
         weighted = true;
       }
       for (std::uint64_t j = 0; j < dim; ++j) {

@@ -75,6 +75,7 @@ class Parser {
   Status parse_entry(std::size_t index, const std::byte* entry, std::uint64_t& cursor, TableView& table) const;
 
   const std::string path_;
+  std::uint16_t major_ = 0;  // the file's version_major, once read
   std::span<const std::byte> file_;
 };
 
@@ -103,14 +104,15 @@ Status Parser::parse(ParsedFile& out) {
   const std::byte* h = file_.data();
   out.version_major = load_le<std::uint16_t>(h + hdr::kVersionMajor);
   out.version_minor = load_le<std::uint16_t>(h + hdr::kVersionMinor);
-  if (out.version_major != kFormatVersionMajor) {
+  major_ = out.version_major;
+  if (out.version_major < kOldestVersionMajor || out.version_major > kFormatVersionMajor) {
     // FORMAT.md 8: another major is refused, naming the file's version and the reader's.
     return fail(ErrorCode::kUnsupportedVersion,
                 "version_major is " + std::to_string(out.version_major) + " (file version " +
                     std::to_string(out.version_major) + "." + std::to_string(out.version_minor) +
                     "), this reader implements version " + std::to_string(kFormatVersionMajor) + "." +
                     std::to_string(kFormatVersionMinor) + " and reads only " +
-                    std::to_string(kFormatVersionMajor) + ".x files");
+                    std::to_string(kOldestVersionMajor) + ".x to " + std::to_string(kFormatVersionMajor) + ".x files");
   }
   const auto file_size = load_le<std::uint64_t>(h + hdr::kFileSize);
   if (file_size != size) {
@@ -219,9 +221,11 @@ Status Parser::parse_entry(std::size_t index, const std::byte* e, std::uint64_t&
   const auto role = load_le<std::uint32_t>(e + ent::kRole);
   t.role = role <= static_cast<std::uint32_t>(Role::kNormBias) ? static_cast<Role>(role) : Role::kOther;
   const auto dtype = load_le<std::uint32_t>(e + ent::kDType);
-  if (dtype < static_cast<std::uint32_t>(DType::kF32) ||
-      dtype > static_cast<std::uint32_t>(DType::kInt8Rowwise)) {
-    return malformed(named + ": unknown dtype " + std::to_string(dtype));
+  // A dtype of a later major than the file's is as unknown to it as a reserved one (FORMAT.md 8).
+  if (dtype < static_cast<std::uint32_t>(DType::kF32) || dtype > static_cast<std::uint32_t>(DType::kInt32) ||
+      dtype_version(static_cast<DType>(dtype)).major > major_) {
+    return malformed(named + ": unknown dtype " + std::to_string(dtype) +
+                     (dtype <= static_cast<std::uint32_t>(DType::kInt32) ? " (a 2.0 dtype in a 1.x file)" : ""));
   }
   t.dtype = static_cast<DType>(dtype);
   t.rows = load_le<std::uint64_t>(e + ent::kRows);

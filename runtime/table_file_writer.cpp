@@ -89,7 +89,7 @@ struct TableFileWriter::Impl {
   std::vector<std::uint64_t> strides;
   std::vector<std::uint64_t> offsets;
   std::vector<std::byte> metadata;
-  std::uint16_t version_minor = 0;
+  FormatVersion version;
   std::uint64_t front_end = 0;
   std::uint64_t size = 0;
   int fd = -1;
@@ -187,8 +187,24 @@ Result<TableFileWriter> TableFileWriter::begin(const std::string& path, std::vec
   for (const std::string* text : {&metadata.family, &metadata.source_files, &metadata.source_dtype}) {
     if (!detail::valid_utf8(*text)) return Error(ErrorCode::kInvalidArgument, "metadata string is not valid UTF-8");
   }
+  // Output rules become keys (outputs.<name>.<rule>): names must be valid, and each other output
+  // must name its token table, or the reader would refuse the file (FORMAT.md 5).
+  if (!is_valid_output_name(metadata.name)) {
+    return Error(ErrorCode::kInvalidArgument, "output name '" + metadata.name + "' is not 1 to 63 bytes of [a-z0-9_]");
+  }
+  for (const OutputRules& o : metadata.outputs) {
+    if (!is_valid_output_name(o.name)) {
+      return Error(ErrorCode::kInvalidArgument, "output name '" + o.name + "' is not 1 to 63 bytes of [a-z0-9_]");
+    }
+    if (o.token_table.empty() || o.name == metadata.name) {
+      return Error(ErrorCode::kInvalidArgument, "output '" + o.name + "' " +
+                                                    (o.token_table.empty() ? "names no token table" : "has the primary output's name"));
+    }
+  }
   impl->metadata = detail::encode_metadata(metadata);
-  impl->version_minor = metadata.required_minor();
+  // The lowest version that expresses the file: its rules' and its tables' dtypes' (FORMAT.md 8).
+  impl->version = metadata.required_version();
+  for (const TableSpec& spec : impl->specs) impl->version = std::max(impl->version, dtype_version(spec.dtype));
   if (impl->metadata.size() > detail::kMaxMetadataSize) {
     return Error(ErrorCode::kInvalidArgument, "metadata is larger than 16 MiB");
   }
@@ -264,8 +280,8 @@ std::span<float> TableFileWriter::row_f32(std::size_t table, std::uint64_t r) no
 void TableFileWriter::Impl::write_front_matter() noexcept {
   std::byte* h = map;
   std::memcpy(h, detail::kMagic.data(), detail::kMagic.size());
-  store_le<std::uint16_t>(h + hdr::kVersionMajor, kFormatVersionMajor);
-  store_le<std::uint16_t>(h + hdr::kVersionMinor, version_minor);
+  store_le<std::uint16_t>(h + hdr::kVersionMajor, version.major);
+  store_le<std::uint16_t>(h + hdr::kVersionMinor, version.minor);
   store_le<std::uint32_t>(h + hdr::kHeaderSize, hdr::kSize);
   store_le<std::uint64_t>(h + hdr::kFileSize, size);
   store_le<std::uint32_t>(h + hdr::kTableCount, static_cast<std::uint32_t>(specs.size()));

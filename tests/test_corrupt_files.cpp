@@ -83,11 +83,19 @@ TEST_CASE_FIXTURE(Fixture, "empty file") {
   expect(RawFile{}, ErrorCode::kMalformed, "empty");
 }
 
-TEST_CASE_FIXTURE(Fixture, "versions: unknown major refused, newer minor accepted") {
-  RawFile bad = good;
-  bad.set<std::uint16_t>(8, 2);
-  bad.reseal();
-  expect(bad, ErrorCode::kUnsupportedVersion, "version_major is 2");
+TEST_CASE_FIXTURE(Fixture, "versions: unknown majors refused, newer minors accepted, 1.x and 2.x read") {
+  for (std::uint16_t major : {std::uint16_t{0}, std::uint16_t{3}, std::uint16_t{65535}}) {
+    RawFile bad = good;
+    bad.set<std::uint16_t>(8, major);
+    bad.reseal();
+    expect(bad, ErrorCode::kUnsupportedVersion,
+           "version_major is " + std::to_string(major) + " (file version " + std::to_string(major) +
+               ".0), this reader implements version 2.0 and reads only 1.x to 2.x files");
+  }
+  RawFile two = good;
+  two.set<std::uint16_t>(8, 2);
+  two.reseal();
+  CHECK(open(two));
 
   RawFile newer = good;
   newer.set<std::uint16_t>(10, 9);

@@ -73,6 +73,7 @@ Model make_model(TempDir& dir, const Spec& s, std::uint32_t seed) {
           std::memcpy(row.data() + tail + 4, &bias, 4);
           break;
         }
+        case DType::kInt32: break;  // (not a value table)
       }
     }
   }

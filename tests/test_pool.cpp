@@ -32,7 +32,7 @@ struct PoolModel {
 
 std::string write_pool_model(TempDir& dir, const PoolModel& s, const std::string& name) {
   std::vector<TableSpec> specs = {{"tok", Role::kToken, s.dtype, s.vocab, s.dim}};
-  if (s.weights_table) specs.push_back({"w", Role::kOther, DType::kF32, s.vocab, 1});
+  if (s.weights_table) specs.push_back({"w", Role::kOther, DType::kF32, 1, s.vocab});
   Metadata meta;
   meta.pooling = s.pooling;
   meta.normalize = s.normalize;
@@ -53,6 +53,7 @@ std::string write_pool_model(TempDir& dir, const PoolModel& s, const std::string
           case DType::kF16: { const auto h = f32_to_f16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kBF16: { const auto h = f32_to_bf16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(static_cast<std::int8_t>(v * 40)); break;
+          case DType::kInt32: break;  // (not a value table)
         }
       }
       if (specs[t].dtype == DType::kInt8Rowwise) {

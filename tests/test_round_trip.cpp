@@ -55,6 +55,12 @@ std::vector<std::byte> encode(DType dtype, std::uint64_t rows, std::uint64_t dim
           decoded[r * dim + j] = static_cast<float>(q) * scale + bias;
           break;
         }
+        case DType::kInt32: {
+          const auto i = static_cast<std::int32_t>(v * 1000.0f);
+          std::memcpy(row + 4 * j, &i, 4);
+          decoded[r * dim + j] = static_cast<float>(i);
+          break;
+        }
       }
     }
     if (dtype == DType::kInt8Rowwise) {
@@ -71,7 +77,7 @@ std::vector<std::byte> encode(DType dtype, std::uint64_t rows, std::uint64_t dim
 TEST_CASE("round trip of every dtype at odd dims") {
   TempDir dir;
   std::mt19937 rng(1);
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt32}) {
     for (std::uint64_t dim : {1u, 3u, 17u, 769u}) {
       for (std::uint64_t rows : {1u, 7u}) {
         CAPTURE(dtype_name(dtype));
@@ -98,6 +104,8 @@ TEST_CASE("round trip of every dtype at odd dims") {
         CHECK(reinterpret_cast<std::uintptr_t>(t.bytes.data()) % 4096 == 0);
         CHECK(t.offset % 4096 == 0);
         CHECK(file->verify());
+        // The lowest version that expresses the file: int32 tables are 2.0 (FORMAT.md 8).
+        CHECK(file->version_major() == (dtype == DType::kInt32 ? 2 : 1));
 
         const std::uint64_t rb = row_bytes(dtype, dim);
         std::vector<float> decoded(dim);

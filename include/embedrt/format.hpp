@@ -14,11 +14,19 @@
 
 namespace embedrt {
 
-inline constexpr std::uint16_t kFormatVersionMajor = 1;
+// The newest version this reader implements; it reads every 1.x and 2.x file (FORMAT.md section 8).
 // 1.1 adds token.scale and padding-aware positions (position.padding_id); 1.2 adds named outputs
-// (several per file), per-token output shapes, the out-of-range id rule and pooling defaults.
-// Files are written with the lowest version that expresses them (FORMAT.md section 8).
-inline constexpr std::uint16_t kFormatVersionMinor = 2;
+// (several per file), per-token output shapes, the out-of-range id rule and pooling defaults; 2.0
+// adds the int32 dtype and id maps (ids.map), which a 1.x reader would misread or refuse.
+// Files are written with the lowest version that expresses them.
+inline constexpr std::uint16_t kFormatVersionMajor = 2;
+inline constexpr std::uint16_t kFormatVersionMinor = 0;
+inline constexpr std::uint16_t kOldestVersionMajor = 1;
+
+struct FormatVersion {
+  std::uint16_t major = 1, minor = 0;
+  auto operator<=>(const FormatVersion&) const = default;
+};
 inline constexpr std::size_t kTableAlignment = 4096;  // every table starts on a page
 inline constexpr std::size_t kRowAlignment = 64;      // every row starts on a cache line
 inline constexpr std::size_t kMaxNameBytes = 63;
@@ -29,7 +37,13 @@ enum class DType : std::uint32_t {
   kF16 = 2,
   kBF16 = 3,
   kInt8Rowwise = 4,  // int8 codes with a per-row f32 scale and bias stored in the row
+  kInt32 = 5,        // 2.0: signed 32-bit integers (an id map), never gathered as embedding rows
 };
+
+// Tables of values an output computes with (every dtype but int32).
+bool is_value_dtype(DType dtype) noexcept;
+// The lowest format version a table of this dtype needs (int32: 2.0).
+FormatVersion dtype_version(DType dtype) noexcept;
 
 enum class Role : std::uint32_t {
   kOther = 0,
@@ -100,10 +114,12 @@ struct OutputRules {
   OutOfRangeIds out_of_range = OutOfRangeIds::kRefuse;  // 1.2
   PoolingMode pooling = PoolingMode::kNone;  // 1.2: the default of a bag request
   bool normalize = false;                    // 1.2: L2-normalize pooled vectors by default
-  std::string pooling_weights_table;         // 1.2: a [vocab, 1] table of per-token weights
+  std::string pooling_weights_table;         // 1.2: an f32 [1, vocab] table of per-id weights
+  // 2.0: an int32 [1, vocab] table: id i reads token row map[i] (model2vec's vocabulary quantization).
+  std::string id_map_table;
 
-  // The lowest format minor version that expresses these rules.
-  std::uint16_t required_minor() const noexcept;
+  // The lowest format version that expresses these rules.
+  FormatVersion required_version() const noexcept;
 };
 
 // The rules of an output as the metadata keys and values a writer stores for them (FORMAT.md 5),
@@ -123,8 +139,8 @@ struct Metadata : OutputRules {
   std::map<std::string, MetadataValue, std::less<>> extra;
 
   const OutputRules& primary() const noexcept { return *this; }
-  // The lowest format minor version that expresses this metadata.
-  std::uint16_t required_minor() const noexcept;
+  // The lowest format version that expresses this metadata (the tables' dtypes may need more).
+  FormatVersion required_version() const noexcept;
 };
 
 }  // namespace embedrt

@@ -99,9 +99,11 @@ struct ChosenTable {
   // 0: a table of the primary output (found by its role); k > 0: the token table of
   // metadata.outputs[k - 1] (role other), which convert_model names in that output's rules.
   std::size_t output = 0;
-  // The output's per-token pooling weights (role other, written as an f32 [rows, 1] table and
-  // named in its pooling.weights rule), from a 1-D tensor of one weight per token.
-  bool pooling_weights = false;
+  // What the table is for besides its role: an output's per-id pooling weights (written as an f32
+  // [1, vocab] table, named in its pooling.weights rule) or its id map (an int32 [1, vocab] table,
+  // named in its ids.map rule), each from a 1-D tensor with an entry per id.
+  enum class Use { kRows, kPoolingWeights, kIdMap };
+  Use use = Use::kRows;
 };
 
 // How token scales are rounded: to the table dtype (Gemma: transformers casts the scale to the

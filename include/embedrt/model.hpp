@@ -29,11 +29,16 @@ struct OutputInfo {
   const TableView* segment = nullptr;          // nullptr if none
   const TableView* norm_weight = nullptr;      // nullptr if none
   const TableView* norm_bias = nullptr;        // nullptr if none
-  const TableView* pooling_weights = nullptr;  // nullptr if none
+  const TableView* pooling_weights = nullptr;  // f32 [1, vocab]: a weight per id; nullptr if none
+  const TableView* id_map = nullptr;           // int32 [1, vocab]: id -> token row (2.0); nullptr if none
   std::vector<std::uint64_t> token_shape;      // the shape of one token's output; product == dim()
 
   std::uint64_t dim() const noexcept { return token->dim; }
-  std::uint64_t vocab_size() const noexcept { return token->rows; }
+  // Ids accepted: the id map's entries, or the token table's rows.
+  std::uint64_t vocab_size() const noexcept { return id_map ? id_map->dim : token->rows; }
+  // The token row of an id in [0, vocab_size()) (through the id map; its entries are checked by
+  // the Embedder before use).
+  std::int64_t row_of(std::uint64_t id) const noexcept;
   // Positions accepted: position rows minus the position offset (no limit without a table).
   std::uint64_t max_positions() const noexcept;
 };

@@ -28,6 +28,9 @@ void read_row(const SourceTensor& t, std::uint64_t row, std::uint64_t dim, doubl
       case SourceDType::kF32: { float v; std::memcpy(&v, p, 4); out[j] = v; break; }
       case SourceDType::kF16: { std::uint16_t v; std::memcpy(&v, p, 2); out[j] = f16_to_f32(v); break; }
       case SourceDType::kBF16: { std::uint16_t v; std::memcpy(&v, p, 2); out[j] = bf16_to_f32(v); break; }
+      // Integers (id maps) are exact in double up to 2^53.
+      case SourceDType::kI32: { std::int32_t v; std::memcpy(&v, p, 4); out[j] = v; break; }
+      case SourceDType::kI64: { std::int64_t v; std::memcpy(&v, p, 8); out[j] = static_cast<double>(v); break; }
       default: out[j] = 0; break;  // refused earlier by plan_model
     }
   }
@@ -132,6 +135,17 @@ Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::spa
       return {};
     case DType::kInt8Rowwise:
       return quantize_row(values, dim, out.data(), name, row, stats);
+    case DType::kInt32:
+      // An id map's entries are rows: integers in [0, 2^31).
+      for (std::uint64_t j = 0; j < dim; ++j) {
+        if (!(values[j] >= 0 && values[j] < 2147483648.0 && values[j] == std::floor(values[j]))) {
+          return Error(ErrorCode::kInvalidArgument, "tensor '" + name + "' entry " + std::to_string(j) + " is " +
+                                                        std::to_string(values[j]) + ", not a row index");
+        }
+        const auto v = static_cast<std::int32_t>(values[j]);
+        std::memcpy(out.data() + 4 * j, &v, 4);
+      }
+      return {};
   }
   return {};
 }
@@ -163,7 +177,9 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
     const bool norm = c.role == Role::kNormWeight || c.role == Role::kNormBias;
     const auto rows = norm ? 1 : static_cast<std::uint64_t>(t.shape[0]);
     const auto dim = c.projection ? static_cast<std::uint64_t>(c.projection->shape[0]) : static_cast<std::uint64_t>(t.shape.back());
-    specs.push_back({table_name(t.name), c.role, norm || c.pooling_weights ? DType::kF32 : dtype, rows, dim});
+    const DType table_dtype = c.use == ChosenTable::Use::kIdMap ? DType::kInt32
+                              : norm || c.use == ChosenTable::Use::kPoolingWeights ? DType::kF32 : dtype;
+    specs.push_back({table_name(t.name), c.role, table_dtype, rows, dim});
     total_bytes += rows * static_cast<std::uint64_t>(t.shape.back()) * source_dtype_size(t.dtype);
   }
   if (plan.sinusoidal_context > 0) {
@@ -188,8 +204,10 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
   for (std::size_t i = 0; i < plan.tables.size(); ++i) {
     const ChosenTable& c = plan.tables[i];
     OutputRules& rules = c.output == 0 ? static_cast<OutputRules&>(metadata) : metadata.outputs[c.output - 1];
-    if (c.pooling_weights) {
+    if (c.use == ChosenTable::Use::kPoolingWeights) {
       rules.pooling_weights_table = specs[i].name;
+    } else if (c.use == ChosenTable::Use::kIdMap) {
+      rules.id_map_table = specs[i].name;
     } else if (c.output != 0) {
       rules.token_table = specs[i].name;
     }

@@ -77,8 +77,9 @@ const std::vector<Recipe> kRecipes = {
      // model2vec's own layout ("embeddings"), or sentence-transformers' StaticEmbedding ("embedding.weight").
      .token = {"embeddings", "embedding.weight"}, .width_keys = {"hidden_dim"}, .pooling = PoolingMode::kMean,
      .normalize_key = "normalize", .pooling_key = "pooling", .pooling_weights = {"weights"},
-     .rules = "static model: mean of embeddings[id] (times weights[id] when the model has weights) over a bag of "
-              "tokens, L2-normalized when config.json says normalize"},
+     .id_map = {"mapping", "token_mapping"},
+     .rules = "static model: mean of embeddings[mapping[id] if the model has a mapping, else id] (times weights[id] "
+              "when it has weights) over a bag of tokens, L2-normalized when config.json says normalize"},
     {.name = "embedding_bag", .model_types = {}, .name_prefixes = {}, .token = {"weight"}, .needs_pooling = true,
      .detect_by_names = false,
      .rules = "EmbeddingBag: weight[id] pooled over a bag (the mode given to convert: sum or mean)"},

@@ -65,6 +65,7 @@ struct Recipe {
   PoolingMode pooling = PoolingMode::kNone;
   std::string_view normalize_key, pooling_key;
   Names pooling_weights;
+  Names id_map;                            // a 1-D integer tensor: id -> row of the token table (2.0)
   bool needs_pooling = false;
   bool detect_by_names = true;             // false: chosen only by config.json's model_type or by name
   std::vector<ExtraOutput> extra_outputs;  // tables beside the token table that give outputs of their own

@@ -307,6 +307,14 @@ Status plan_extra_output(ModelPlan& plan, const ExtraOutput& extra, const std::v
   return {};
 }
 
+// A 1-D tensor seen as one row [1, n] (pooling weights and id maps are single-row tables).
+const SourceTensor& as_row(ModelPlan& plan, const SourceTensor& t) {
+  SourceTensor& row = plan.views.emplace_back(t);
+  row.shape = {1, t.shape[0]};
+  row.strides = {t.shape[0] * t.strides[0], t.strides[0]};
+  return row;
+}
+
 // The primary output's pooling defaults (FORMAT.md 1.2): the options given, else config.json's
 // keys the recipe names, else the recipe's own; and its per-token weights table, if the model has one.
 Status plan_pooling(ModelPlan& plan, const Recipe* recipe, const PlanOptions& options,
@@ -338,23 +346,35 @@ Status plan_pooling(ModelPlan& plan, const Recipe* recipe, const PlanOptions& op
     return Error(ErrorCode::kInvalidArgument, plan.family + ": the checkpoint does not say how its bags were pooled; "
                                                   "give `pooling` (sum, mean or max)", {.field = "pooling"});
   }
-  if (recipe == nullptr || recipe->pooling_weights.empty()) return {};
-  auto found = find_table(tensors, recipe->pooling_weights, Role::kOther);
-  if (!found) return std::move(found).error();
-  if (*found == nullptr) return {};
-  const SourceTensor& w = **found;
+  if (recipe == nullptr) return {};
   const SourceTensor& token = *plan.tables[0].tensor;
-  if (!is_floating(w.dtype) || w.shape.size() != 1 || w.shape[0] != token.shape[0]) {
-    return Error(ErrorCode::kInvalidArgument, "weights '" + w.name + "' are " + std::string(source_dtype_name(w.dtype)) +
-                                                  " " + shape_string(w.shape) + ", expected one float per row of '" +
-                                                  token.name + "' ([" + std::to_string(token.shape[0]) + "])");
+  // An id map (model2vec's vocabulary quantization): ids index it, its entries index the rows.
+  auto map = find_table(tensors, recipe->id_map, Role::kOther);
+  if (!map) return std::move(map).error();
+  std::int64_t vocab = token.shape[0];
+  if (*map != nullptr) {
+    const SourceTensor& m = **map;
+    const bool integer = m.dtype == SourceDType::kI32 || m.dtype == SourceDType::kI64;
+    if (!integer || m.shape.size() != 1 || m.shape[0] <= 0) {
+      return Error(ErrorCode::kInvalidArgument, "id map '" + m.name + "' is " + std::string(source_dtype_name(m.dtype)) +
+                                                    " " + shape_string(m.shape) + ", expected integers, one per id");
+    }
+    vocab = m.shape[0];
+    plan.tables.push_back({Role::kOther, &as_row(plan, m), nullptr, 0, ChosenTable::Use::kIdMap});
+    plan.explanation += "; id map '" + m.name + "' (" + std::to_string(vocab) + " ids onto " +
+                        std::to_string(token.shape[0]) + " rows)";
   }
-  // Seen as [rows, 1]: one weight per row.
-  SourceTensor& column = plan.views.emplace_back(w);
-  column.shape = {w.shape[0], 1};
-  column.strides = {w.strides[0], 1};
-  plan.tables.push_back({Role::kOther, &column, nullptr, 0, true});
-  plan.explanation += "; per-token weights '" + w.name + "'";
+  auto weights = find_table(tensors, recipe->pooling_weights, Role::kOther);
+  if (!weights) return std::move(weights).error();
+  if (*weights == nullptr) return {};
+  const SourceTensor& w = **weights;
+  if (!is_floating(w.dtype) || w.shape.size() != 1 || w.shape[0] != vocab) {
+    return Error(ErrorCode::kInvalidArgument, "weights '" + w.name + "' are " + std::string(source_dtype_name(w.dtype)) +
+                                                  " " + shape_string(w.shape) + ", expected one float per id ([" +
+                                                  std::to_string(vocab) + "])");
+  }
+  plan.tables.push_back({Role::kOther, &as_row(plan, w), nullptr, 0, ChosenTable::Use::kPoolingWeights});
+  plan.explanation += "; per-id weights '" + w.name + "'";
   return {};
 }
 

@@ -19,10 +19,9 @@ constexpr std::uint64_t kBlockVectors = Traits::kWidth == 1 ? 16 : 8;  // accumu
 constexpr std::uint64_t kChunkFloats = 256;  // a multiple of 16 (the norm's lanes) and of every block
 static_assert(kChunkFloats % kNormLanes == 0 && kChunkFloats % (kBlockVectors * Traits::kWidth) == 0);
 
-// The table row of id i (row 0 for an id outside the table when the output says so).
+// The table row of id i (through the id map; row 0 for an id outside the table when the output says so).
 inline std::uint64_t bag_row(const PoolArgs& a, std::uint64_t i) noexcept {
-  const std::uint64_t id = id_at(a.ids, i);
-  return a.zero_outside_rows != 0 && id >= a.zero_outside_rows ? 0 : id;
+  return mapped_row(a.id_map, effective_id(a.ids, a.zero_outside_rows, i));
 }
 
 // The ids of one bag and what pooling them needs.
@@ -34,10 +33,10 @@ struct Bag {
   std::uint64_t row_of(std::uint64_t i) const noexcept { return bag_row(a, i); }
   const std::byte* row(std::uint64_t i) const noexcept { return a.token + row_of(i) * a.token_stride; }
   // The weight of id i, or nothing (the row is added as it is).
-  bool weighted() const noexcept { return a.weights != nullptr || a.row_weights != nullptr; }
+  bool weighted() const noexcept { return a.weights != nullptr || a.id_weights != nullptr; }
   float weight(std::uint64_t i) const noexcept {
     if (a.weights != nullptr) return a.weights[i];
-    return load_float(a.row_weights + row_of(i) * a.row_weights_stride);
+    return a.id_weights[effective_id(a.ids, a.zero_outside_rows, i)];
   }
 };
 

@@ -23,6 +23,7 @@ struct KernelArgs {
   std::uint64_t token_stride = 0;
   // Nonzero: ids at or past this many rows (negative ones included) read row 0 (OutOfRangeIds::kRowZero).
   std::uint64_t zero_outside_rows = 0;
+  const std::byte* id_map = nullptr;  // int32 per id: its token row (2.0 ids.map); nullptr: the id is the row
   const std::byte* segment = nullptr;  // nullptr: the model has no segment table
   std::uint64_t segment_stride = 0;
   const std::byte* position = nullptr;  // nullptr: the model has no position table
@@ -55,6 +56,7 @@ struct PoolArgs {
   const std::byte* token = nullptr;
   std::uint64_t token_stride = 0;
   std::uint64_t zero_outside_rows = 0;  // as KernelArgs::zero_outside_rows
+  const std::byte* id_map = nullptr;    // as KernelArgs::id_map
   std::uint64_t dim = 0;
   std::uint64_t int8_params_offset = 0;
   float token_scale = 1.0f;   // multiplies every row before pooling
@@ -64,8 +66,7 @@ struct PoolArgs {
   const std::uint64_t* offsets = nullptr;  // bags + 1 boundaries, or nullptr: bags of `length` ids
   std::uint64_t length = 0;
   const float* weights = nullptr;          // one per id, or nullptr
-  const std::byte* row_weights = nullptr;  // a weight per token row (f32 [rows, 1] table), or nullptr
-  std::uint64_t row_weights_stride = 0;
+  const float* id_weights = nullptr;       // a weight per id (the f32 [1, vocab] pooling.weights table), or nullptr
   PoolingMode mode = PoolingMode::kSum;    // kSum, kMean or kMax
   bool normalize = false;
 

@@ -34,11 +34,23 @@ inline std::uint64_t id_at(RawIds ids, std::uint64_t i) noexcept {
                   : static_cast<std::uint64_t>(static_cast<const std::int32_t*>(ids.data)[i]);
 }
 
-// The token-table row of token i: its id, or row 0 for an id outside the table when the output
-// maps those to row 0 (ids arrive validated otherwise).
+// The id token i stands for: its own, or 0 for an id outside the table when the output maps those
+// to row 0 (ids arrive validated otherwise).
+inline std::uint64_t effective_id(RawIds ids, std::uint64_t zero_outside, std::uint64_t i) noexcept {
+  const std::uint64_t id = id_at(ids, i);
+  return zero_outside != 0 && id >= zero_outside ? 0 : id;
+}
+
+// The token-table row of an id: itself, or its entry in the id map (validated by the Embedder).
+inline std::uint64_t mapped_row(const std::byte* id_map, std::uint64_t id) noexcept {
+  if (id_map == nullptr) return id;
+  std::int32_t row;
+  std::memcpy(&row, id_map + 4 * id, 4);
+  return static_cast<std::uint64_t>(row);
+}
+
 inline std::uint64_t token_row(const KernelArgs& a, std::uint64_t i) noexcept {
-  const std::uint64_t id = id_at(a.ids, i);
-  return a.zero_outside_rows != 0 && id >= a.zero_outside_rows ? 0 : id;
+  return mapped_row(a.id_map, effective_id(a.ids, a.zero_outside_rows, i));
 }
 
 // Walks tokens [begin, end) in order and yields the position-table row of each.

@@ -41,7 +41,7 @@ manifest = []
 DEFAULTS = {"model.family": "custom", "source.files": "", "source.dtype": "", "context_length": 0,
             "position.offset": 0, "position.kind": "none", "token.scale": 1.0, "output.scale": 1.0,
             "norm.epsilon": 1e-5}
-DTYPE_NAMES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "int8": "int8"}  # as the tools spell them
+DTYPE_NAMES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "int8": "int8", "int32": "int32"}  # as the tools spell them
 ROLE_NAMES = {0: "other", 1: "token", 2: "position", 3: "segment", 4: "norm_weight", 5: "norm_bias"}
 
 
@@ -57,22 +57,28 @@ def decode(dtype, array):
         return array.astype(np.float16).astype(f32)
     if dtype == "bf16":
         return (bf16_bits(array).astype(np.uint32) << 16).view(f32)
+    if dtype == "int32":
+        return np.asarray(array, dtype=np.int64)  # entries (an id map), not values
     codes, scale, bias = array
     return codes.astype(f32) * scale.reshape(-1, 1).astype(f32) + bias.reshape(-1, 1).astype(f32)
 
 
 OUTPUT_TABLES = ("token", "position", "segment", "norm_weight", "norm_bias")
 OUTPUT_RULES = ("context_length", "position.offset", "position.padding_id", "token.scale", "output.scale",
-                "norm.epsilon", "shape", "ids.out_of_range", "pooling.mode", "pooling.normalize", "pooling.weights")
+                "norm.epsilon", "shape", "ids.out_of_range", "pooling.mode", "pooling.normalize", "pooling.weights",
+                "ids.map")
 
 
 def output_view(tables_by_name, roles, meta, output=None):
     """FORMAT.md 5 and 7 (1.2): the tables (by role) and rules (as the primary output's keys) of an
     output: the primary one (None) from roles and the first key table, output N from outputs.N.*."""
     if output is None:
-        return roles, meta
+        tables = dict(roles)
+        if "ids.map" in meta:
+            tables["ids.map"] = tables_by_name[meta["ids.map"]]
+        return tables, meta
     prefix = f"outputs.{output}."
-    tables = {role: tables_by_name[meta[prefix + role]] for role in OUTPUT_TABLES if prefix + role in meta}
+    tables = {role: tables_by_name[meta[prefix + role]] for role in OUTPUT_TABLES + ("ids.map",) if prefix + role in meta}
     rules = {rule: meta[prefix + rule] for rule in OUTPUT_RULES if prefix + rule in meta}
     if "shape" in rules:
         rules["output.shape"] = rules.pop("shape")
@@ -82,6 +88,8 @@ def output_view(tables_by_name, roles, meta, output=None):
 def section7(tables, meta, ids, start, segments=None):
     """FORMAT.md section 7, in float32, token by token."""
     tok = tables["token"]
+    id_map = tables["ids.map"][0] if "ids.map" in tables else None  # 2.0: id -> token row
+    vocab = len(id_map) if id_map is not None else len(tok)
     row0 = meta.get("ids.out_of_range", "refuse") == "row0"
     offset = meta.get("position.offset", 0)
     pad = meta.get("position.padding_id", -1)
@@ -89,7 +97,8 @@ def section7(tables, meta, ids, start, segments=None):
     output_scale = f32(meta.get("output.scale", 1.0))
     rows, nonpad = [], 0
     for t, i in enumerate(ids):
-        x = tok[i if 0 <= i < len(tok) or not row0 else 0].copy()
+        e = i if 0 <= i < vocab or not row0 else 0
+        x = tok[id_map[e] if id_map is not None else e].copy()
         if token_scale != 1:
             x = x * token_scale
         if "segment" in tables:
@@ -269,10 +278,32 @@ def main():
           [([3, 0, 10, 7], 0, None), ([3, 0, 10, 7, 5, 6], 2, None, "per_layer")])
     valid("v1_2_pooling_defaults", "format 1.2: pooling defaults of the primary output (mean, normalized, "
           "per-token weights in table 'w' [11, 1] f32); per-token requests are unchanged",
-          [("tok", "token", "f16", tok), ("w", "other", "f32", g12.random((11, 1)).astype(f32))],
+          [("tok", "token", "f16", tok), ("w", "other", "f32", g12.random((1, 11)).astype(f32))],
           {"pooling.mode": "mean", "pooling.normalize": 1, "pooling.weights": "w"}, [([1, 2, 10], 0, None)])
 
+    # ---- 2.0: id maps (int32 tables) ----
+    g20 = np.random.default_rng(2000)
+    rows4 = g20.standard_normal((4, 5)).astype(f32)
+    id_map = np.array([[3, 0, 0, 1, 2, 3, 1, 0, 2]], dtype=np.int32)  # 9 ids onto 4 rows
+    valid("v2_0_id_map", "format 2.0: an id map (ids.map, an int32 table [1, 9]) sending 9 ids onto the 4 rows of "
+          "the token table, with per-id pooling weights [1, 9] and the row-0 rule (ids past 9 read id 0, row 3)",
+          [("rows", "token", "f32", rows4), ("mapping", "other", "int32", id_map),
+           ("w", "other", "f32", g20.random((1, 9)).astype(f32))],
+          {"model.family": "model2vec", "ids.map": "mapping", "pooling.weights": "w", "pooling.mode": "mean",
+           "ids.out_of_range": "row0"}, [([0, 8, 3, 4, 11, -2], 0, None)])
+
     # ---- well-formed files that the computation (section 7) refuses: verify passes, embed fails ----
+    invalid_written("id_map_entry_outside", "format 2.0: the id map sends id 0 to row 7 of a 4-row token table "
+                    "(found when id 0 is used)", [("rows", "token", "f32", rows4),
+                                                 ("mapping", "other", "int32", np.array([[7, 1]], dtype=np.int32))],
+                    {"ids.map": "mapping"}, "ids.map table 'mapping' maps id 0 to row 7, outside the token table's 4 rows",
+                    step="embed")
+    invalid_written("id_map_not_one_row", "format 2.0: an id map of two rows",
+                    [("rows", "token", "f32", rows4), ("mapping", "other", "int32", np.zeros((2, 3), dtype=np.int32))],
+                    {"ids.map": "mapping"}, "ids.map table 'mapping' must be one int32 row", step="embed")
+    invalid_written("token_table_int32", "format 2.0: an int32 token table (int32 holds entries, not values)",
+                    [("rows", "token", "int32", np.zeros((4, 5), dtype=np.int32))], {},
+                    "token table 'rows' is int32, which holds no embedding values", step="embed")
     invalid_written("no_tables", "a valid file with no table (the footer follows the metadata): opens and "
                     "verifies, but embedding needs a token table", [], {"source.files": "x"},
                     "no table has the role 'token'", step="embed")
@@ -297,9 +328,9 @@ def main():
     # ---- refusals of sections 2-6, each a valid file with one fault ----
     empty = written([], {"model.family": "custom", "source.files": "model.safetensors", "context_length": 0})
     raw = bytearray(empty)
-    struct.pack_into("<H", raw, 8, 2)
-    invalid("major_2", "version_major 2 (header checksum recomputed): refused, naming both versions",
-            reseal(raw), "version_major is 2 (file version 2.0), this reader implements version 1.")
+    struct.pack_into("<H", raw, 8, 3)
+    invalid("major_3", "version_major 3 (header checksum recomputed): refused, naming both versions",
+            reseal(raw), "version_major is 3 (file version 3.0), this reader implements version 2.")
     raw = bytearray(empty)
     raw[60] ^= 1  # a reserved header byte: ignored, but covered by the checksum
     invalid("header_checksum", "a reserved header byte changed without recomputing the checksum", bytes(raw),
@@ -338,8 +369,12 @@ def main():
     struct.pack_into("<Q", raw, 128 + 96, 4096 + 64)
     invalid("misaligned_offset", "a table offset not a multiple of 4096", reseal(raw), "offset 4160 is not a multiple of 4096")
     raw = bytearray(good)
+    struct.pack_into("<I", raw, 128 + 68, 6)
+    invalid("unknown_dtype", "dtype 6 (reserved): refused", reseal(raw), "('tok'): unknown dtype 6")
+    raw = bytearray(good)
     struct.pack_into("<I", raw, 128 + 68, 5)
-    invalid("unknown_dtype", "dtype 5 (reserved): refused", reseal(raw), "('tok'): unknown dtype 5")
+    invalid("int32_in_1x", "dtype 5 (int32, a 2.0 dtype) in a 1.0 file: refused as unknown", reseal(raw),
+            "('tok'): unknown dtype 5 (a 2.0 dtype in a 1.x file)")
     invalid_written("name_not_utf8", "a table name that is not UTF-8", [(b"t\xffk", "token", "f32", tok)], {},
                     "name is not valid UTF-8")
     invalid_written("name_after_nul", "a table name with bytes after its NUL terminator",

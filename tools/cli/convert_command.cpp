@@ -18,7 +18,8 @@ namespace {
 
 // What a planned table is for: its role, or the output it is the token table of.
 std::string label(const import::ModelPlan& plan, const import::ChosenTable& c) {
-  if (c.pooling_weights) return "weights";
+  if (c.use == import::ChosenTable::Use::kPoolingWeights) return "weights";
+  if (c.use == import::ChosenTable::Use::kIdMap) return "id map";
   return c.output == 0 ? std::string(role_name(c.role)) : plan.metadata.outputs[c.output - 1].name;
 }
 

@@ -95,7 +95,7 @@ void print_text(const TableFile& file) {
   std::printf("scale:     token %s, output %s\nnorm eps:  %s\n", format_float(static_cast<float>(m.token_scale)).c_str(),
               format_float(static_cast<float>(m.output_scale)).c_str(), format_float(static_cast<float>(m.norm_epsilon)).c_str());
   // Several outputs (1.2): each with the rules it sets.
-  if (m.required_minor() >= 2) {
+  if (m.required_version() >= FormatVersion{1, 2}) {
     std::string rules;
     for (const auto& [key, value] : output_rule_values(m.primary(), true)) {
       if (key == "output.shape" || key.rfind("ids.", 0) == 0 || key.rfind("pooling.", 0) == 0) {

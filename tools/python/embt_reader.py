@@ -12,18 +12,18 @@ import xxhash
 
 MAGIC = b"\x89EMB\r\n\x1a\n"
 FOOTER = b"EMBT-END"
-DTYPES = {1: "f32", 2: "f16", 3: "bf16", 4: "int8"}  # 4 is int8_rowwise; the tools spell it int8
+DTYPES = {1: "f32", 2: "f16", 3: "bf16", 4: "int8", 5: "int32"}  # 4 is int8_rowwise (the tools spell it int8); 5 is 2.0
 ROLES = {0: "other", 1: "token", 2: "position", 3: "segment", 4: "norm_weight", 5: "norm_bias"}
 KNOWN_KEYS = {"model.family": 4, "source.files": 4, "source.dtype": 4, "context_length": 1, "position.offset": 1,
               "position.kind": 4, "token.scale": 3, "output.scale": 3, "norm.epsilon": 3, "position.padding_id": 2,
               # 1.2: the primary output's name, shape, id rule and pooling defaults
               "output.name": 4, "output.shape": 4, "ids.out_of_range": 4, "pooling.mode": 4, "pooling.normalize": 1,
-              "pooling.weights": 4}
+              "pooling.weights": 4, "ids.map": 4}  # ids.map: 2.0
 # 1.2: the rules of output N, as keys outputs.N.<rule> (FORMAT.md 5), with their types.
 OUTPUT_RULES = {"token": 4, "position": 4, "segment": 4, "norm_weight": 4, "norm_bias": 4, "context_length": 1,
                 "position.offset": 1, "position.padding_id": 2, "token.scale": 3, "output.scale": 3,
                 "norm.epsilon": 3, "shape": 4, "ids.out_of_range": 4, "pooling.mode": 4, "pooling.normalize": 1,
-                "pooling.weights": 4}
+                "pooling.weights": 4, "ids.map": 4}
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 KEY_CHARS = set(b"abcdefghijklmnopqrstuvwxyz0123456789._")
 
@@ -33,7 +33,7 @@ def _align(x, a):
 
 
 def _row_bytes(dtype, dim):
-    return {"f32": 4 * dim, "f16": 2 * dim, "bf16": 2 * dim, "int8": _align(dim, 4) + 8}[dtype]
+    return {"f32": 4 * dim, "f16": 2 * dim, "bf16": 2 * dim, "int8": _align(dim, 4) + 8, "int32": 4 * dim}[dtype]
 
 
 def _need(ok, what):
@@ -126,8 +126,8 @@ def _check_rules(meta, prefix, shape_prefix):
         _need(np.isfinite(get(rule, 1.0)), f"metadata: {prefix}{rule} is not finite")
     _need(get("norm.epsilon", 1.0) >= 0, f"metadata: {prefix}norm.epsilon is negative")
     _need(get("position.padding_id", 0) >= 0, f"metadata: {prefix}position.padding_id is negative")
-    for rule in ("token", "position", "segment", "norm_weight", "norm_bias", "pooling.weights"):
-        table = get(rule, None) if (prefix or rule == "pooling.weights") else None
+    for rule in ("token", "position", "segment", "norm_weight", "norm_bias", "pooling.weights", "ids.map"):
+        table = get(rule, None) if (prefix or rule in ("pooling.weights", "ids.map")) else None
         _need(table is None or 1 <= len(table.encode()) <= 63, f"metadata: {prefix}{rule} names no table")
 
 
@@ -140,7 +140,7 @@ def read_embt(path, strict_writer=True):
     _need(len(raw) >= 128 + 8, "truncated")
     major, minor, header_size, file_size, count, entry_size, dir_offset, meta_offset, meta_size = \
         struct.unpack_from("<HHIQIIQQQ", raw, 8)
-    _need(major == 1, f"version_major is {major} (file version {major}.{minor}), this reader reads 1.x")
+    _need(major in (1, 2), f"version_major is {major} (file version {major}.{minor}), this reader reads 1.x and 2.x")
     _need(file_size == len(raw), "file_size")
     _need(header_size >= 128 and header_size % 8 == 0, "header_size")
     _need(count <= 65536, "table_count")
@@ -168,7 +168,7 @@ def read_embt(path, strict_writer=True):
         role = ROLES.get(role_code, "other")
         _need(role == "other" or role not in roles, f"table {name}: a second table with role {role}")
         roles.add(role)
-        _need(code in DTYPES, f"table {name}: unknown dtype {code}")
+        _need(code in DTYPES and (code != 5 or major >= 2), f"table {name}: unknown dtype {code}")
         dtype = DTYPES[code]
         _need(rows >= 1 and 1 <= dim <= 1 << 24, f"table {name}: rows, dim")
         used = _row_bytes(dtype, dim)
@@ -187,6 +187,8 @@ def read_embt(path, strict_writer=True):
             values = rowsb[:, :2 * dim].copy().view(np.float16).astype(np.float32)
         elif dtype == "bf16":
             values = (rowsb[:, :2 * dim].copy().view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif dtype == "int32":
+            values = rowsb[:, :4 * dim].copy().view("<i4").astype(np.int64)  # entries, not floats
         else:
             tail = _align(dim, 4)
             if strict_writer:  # FORMAT.md 4.2: written as zero, ignored by readers

@@ -14,7 +14,7 @@ import xxhash
 MAGIC = b"\x89EMB\r\n\x1a\n"
 FOOTER = b"EMBT-END"
 ROLES = {"other": 0, "token": 1, "position": 2, "segment": 3, "norm_weight": 4, "norm_bias": 5}
-DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "int8": 4}
+DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "int8": 4, "int32": 5}  # int32: format 2.0
 
 
 def bf16_bits(values):
@@ -31,6 +31,8 @@ def _row_bytes(dtype, array):
         return np.ascontiguousarray(array, dtype=np.float16).view(np.uint8).reshape(array.shape[0], -1)
     if dtype == "bf16":
         return bf16_bits(array).view(np.uint8).reshape(array.shape[0], -1)
+    if dtype == "int32":
+        return np.ascontiguousarray(array, dtype="<i4").view(np.uint8).reshape(array.shape[0], -1)
     codes, scale, bias = array  # int8 rowwise: codes [rows, dim] int8, scale and bias [rows] f32
     rows, dim = codes.shape
     out = np.zeros((rows, _align(dim, 4) + 8), dtype=np.uint8)
@@ -49,8 +51,10 @@ KEYS_1_1 = ("token.scale", "position.padding_id")  # FORMAT.md 3: a file using o
 KEYS_1_2 = ("output.name", "output.shape", "ids.out_of_range", "pooling.mode", "pooling.normalize", "pooling.weights")
 
 
-def lowest_version(metadata):
-    """FORMAT.md 3 and 8: the lowest version that expresses the metadata."""
+def lowest_version(metadata, dtypes=()):
+    """FORMAT.md 3 and 8: the lowest version that expresses the metadata and tables of these dtypes."""
+    if "int32" in dtypes or any(key == "ids.map" or key.endswith(".ids.map") for key in metadata):
+        return (2, 0)
     if any(key in KEYS_1_2 or key.startswith("outputs.") for key in metadata):
         return (1, 2)
     return (1, 1 if any(key in metadata for key in KEYS_1_1) else 0)
@@ -95,7 +99,7 @@ def write_embt(path, tables, metadata, version=None, header_size=128, entry_size
     header_size and entry_size say by how much, extension_byte fills the added bytes, reserved
     goes into the header's reserved bytes [56, 120); a 1.x reader ignores all of them."""
     if version is None:
-        version = lowest_version(metadata)
+        version = lowest_version(metadata, [t[2] for t in tables])
     assert header_size >= 128 and header_size % 8 == 0 and entry_size >= 128 and entry_size % 8 == 0
     assert len(reserved) <= 64
     meta = _metadata_block(metadata, metadata_trailing_zeros)
