@@ -64,6 +64,18 @@ embedrt::IdSpan id_span(const void* ids, std::size_t n, int is_int64) {
   return std::span(static_cast<const std::int32_t*>(ids), n);
 }
 
+// A caller's buffer as an OutputSpan: the dtype is an int a C caller may fill with anything.
+embedrt::Result<embedrt::OutputSpan> output_span(void* out, std::size_t out_bytes, int out_dtype) {
+  if (out == nullptr && out_bytes > 0) return embedrt::Error(embedrt::ErrorCode::kInvalidArgument, "out must not be NULL");
+  if (out_dtype != EMBEDRT_OUT_F32 && out_dtype != EMBEDRT_OUT_BF16 && out_dtype != EMBEDRT_OUT_F16) {
+    return embedrt::Error(embedrt::ErrorCode::kInvalidArgument, "unknown output dtype " + std::to_string(out_dtype));
+  }
+  const auto dtype = out_dtype == EMBEDRT_OUT_F32    ? embedrt::OutputDType::kF32
+                     : out_dtype == EMBEDRT_OUT_BF16 ? embedrt::OutputDType::kBF16
+                                                     : embedrt::OutputDType::kF16;
+  return embedrt::OutputSpan::from_bytes({static_cast<std::byte*>(out), out_bytes}, dtype);
+}
+
 }  // namespace
 
 extern "C" {
@@ -172,18 +184,42 @@ embedrt_status embedrt_embed_outputs(const embedrt_embedder* embedder, const emb
     outputs.reserve(num_targets);
     for (size_t k = 0; k < num_targets; ++k) {
       const embedrt_output_target& t = targets[k];
-      if (t.out == nullptr && t.out_bytes > 0) return fail(error, EMBEDRT_INVALID_ARGUMENT, "out must not be NULL");
-      if (t.out_dtype != EMBEDRT_OUT_F32 && t.out_dtype != EMBEDRT_OUT_BF16 && t.out_dtype != EMBEDRT_OUT_F16) {
-        return fail(error, EMBEDRT_INVALID_ARGUMENT, "unknown output dtype " + std::to_string(t.out_dtype));
-      }
-      const auto dtype = t.out_dtype == EMBEDRT_OUT_F32    ? embedrt::OutputDType::kF32
-                         : t.out_dtype == EMBEDRT_OUT_BF16 ? embedrt::OutputDType::kBF16
-                                                           : embedrt::OutputDType::kF16;
-      auto span = embedrt::OutputSpan::from_bytes({static_cast<std::byte*>(t.out), t.out_bytes}, dtype);
+      auto span = output_span(t.out, t.out_bytes, t.out_dtype);
       if (!span) return fail(error, span.error());
       outputs.push_back({t.output, *span});
     }
     const embedrt::Status s = embedder->embedder.embed(r, outputs);
+    if (!s) return fail(error, s.error());
+    return EMBEDRT_OK;
+  });
+}
+
+embedrt_status embedrt_pool(const embedrt_embedder* embedder, const embedrt_bag_request* request, size_t output,
+                            void* out, size_t out_bytes, int out_dtype, embedrt_error** error) {
+  return guarded(error, [&]() -> embedrt_status {
+    if (embedder == nullptr || request == nullptr || (request->ids == nullptr && request->num_ids > 0)) {
+      return fail(error, EMBEDRT_INVALID_ARGUMENT, "embedder, request and ids must not be NULL");
+    }
+    const std::size_t n = request->num_ids;
+    embedrt::BagRequest r;
+    r.ids = id_span(request->ids, n, request->ids_are_int64);
+    if (request->offsets != nullptr) r.offsets = {request->offsets, request->bags + 1};
+    r.bags = request->bags;
+    if (request->weights != nullptr) r.weights = {request->weights, n};
+    switch (request->mode) {
+      case EMBEDRT_POOL_DEFAULT: break;
+      case EMBEDRT_POOL_SUM: r.mode = embedrt::PoolingMode::kSum; break;
+      case EMBEDRT_POOL_MEAN: r.mode = embedrt::PoolingMode::kMean; break;
+      case EMBEDRT_POOL_MAX: r.mode = embedrt::PoolingMode::kMax; break;
+      default: return fail(error, EMBEDRT_INVALID_ARGUMENT, "unknown pooling mode " + std::to_string(request->mode));
+    }
+    if (request->normalize < -1 || request->normalize > 1) {
+      return fail(error, EMBEDRT_INVALID_ARGUMENT, "normalize is " + std::to_string(request->normalize) + ", expected -1, 0 or 1");
+    }
+    if (request->normalize >= 0) r.normalize = request->normalize == 1;
+    auto span = output_span(out, out_bytes, out_dtype);
+    if (!span) return fail(error, span.error());
+    const embedrt::Status s = embedder->embedder.pool(r, *span, output);
     if (!s) return fail(error, s.error());
     return EMBEDRT_OK;
   });

@@ -111,6 +111,29 @@ typedef struct embedrt_output_target {
 embedrt_status embedrt_embed_outputs(const embedrt_embedder* embedder, const embedrt_request* request,
                                      const embedrt_output_target* targets, size_t num_targets, embedrt_error** error);
 
+/* Bags (FORMAT.md 7.2): one pooled vector per bag. `offsets` holds bags + 1 boundaries into the
+ * ids, or is NULL for `bags` bags of equal size; `weights` is NULL or one per id; `mode` an
+ * embedrt_pool_mode value and `normalize` -1 (the model's default), 0 or 1. `out` holds
+ * bags * dim values of `out_dtype` of output `output`. */
+typedef enum embedrt_pool_mode {
+  EMBEDRT_POOL_DEFAULT = 0, /* the output's pooling.mode */
+  EMBEDRT_POOL_SUM = 1,
+  EMBEDRT_POOL_MEAN = 2,
+  EMBEDRT_POOL_MAX = 3
+} embedrt_pool_mode;
+typedef struct embedrt_bag_request {
+  const void* ids;
+  size_t num_ids;
+  int ids_are_int64;
+  const uint64_t* offsets;
+  size_t bags;
+  const float* weights;
+  int mode;
+  int normalize;
+} embedrt_bag_request;
+embedrt_status embedrt_pool(const embedrt_embedder* embedder, const embedrt_bag_request* request, size_t output,
+                            void* out, size_t out_bytes, int out_dtype, embedrt_error** error);
+
 /* Decoding: starts bringing the rows of `ids` (of every output) into the cache, and, when
  * `page_in` is nonzero, asks the OS to read their pages in (a cold mapping); returns at once. */
 embedrt_status embedrt_prefetch(const embedrt_embedder* embedder, const void* ids, size_t num_ids, int ids_are_int64,

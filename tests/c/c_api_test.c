@@ -147,6 +147,39 @@ int main(int argc, char** argv) {
   CHECK(embedrt_prefetch(embedder, two, 2, 1, 0, NULL) == EMBEDRT_OK);
   CHECK(embedrt_prefetch(embedder, ids32, 6, 0, 1, NULL) == EMBEDRT_OK);
   CHECK(embedrt_prefetch(embedder, NULL, 1, 0, 0, NULL) == EMBEDRT_INVALID_ARGUMENT);
+
+  /* Bags of output 1 (the primary output has positions: no bags there): {3, 1} summed, {} empty,
+   * {4} alone (past the extra table: row 0); then the mean of all three. */
+  const int64_t bag_ids[3] = {3, 1, 4};
+  const uint64_t bag_offsets[4] = {0, 2, 2, 3};
+  embedrt_bag_request bags;
+  memset(&bags, 0, sizeof bags);
+  bags.ids = bag_ids;
+  bags.num_ids = 3;
+  bags.ids_are_int64 = 1;
+  bags.offsets = bag_offsets;
+  bags.bags = 3;
+  bags.mode = EMBEDRT_POOL_SUM;
+  bags.normalize = -1;
+  float pooled[3 * 6];
+  CHECK(embedrt_pool(embedder, &bags, 1, pooled, sizeof pooled, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
+  CHECK(pooled[1] == 1031.0f + 1011.0f && pooled[6] == 0.0f && pooled[12 + 4] == 1004.0f);
+  bags.offsets = NULL;
+  bags.bags = 1;
+  bags.mode = EMBEDRT_POOL_MEAN;
+  CHECK(embedrt_pool(embedder, &bags, 1, pooled, 6 * sizeof(float), EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
+  CHECK(pooled[0] == (1030.0f + 1010.0f + 1000.0f) / 3.0f);
+  CHECK(embedrt_pool(embedder, &bags, 0, pooled, 5 * sizeof(float), EMBEDRT_OUT_F32, &error) == EMBEDRT_UNSUPPORTED);
+  CHECK(error != NULL && strstr(embedrt_error_message(error), "adds positions") != NULL);
+  embedrt_error_free(error);
+  error = NULL;
+  bags.mode = 9;
+  CHECK(embedrt_pool(embedder, &bags, 1, pooled, 6 * sizeof(float), EMBEDRT_OUT_F32, &error) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(error != NULL && strcmp(embedrt_error_message(error), "unknown pooling mode 9") == 0);
+  embedrt_error_free(error);
+  error = NULL;
+  bags.mode = EMBEDRT_POOL_DEFAULT; /* the output has no pooling.mode */
+  CHECK(embedrt_pool(embedder, &bags, 1, pooled, 6 * sizeof(float), EMBEDRT_OUT_F32, NULL) == EMBEDRT_INVALID_ARGUMENT);
   embedrt_embedder_free(embedder);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
