@@ -47,6 +47,7 @@ const embedrt::Model& model_for(DType dtype, std::uint64_t vocab, std::uint64_t 
           case DType::kF16: { const auto h = embedrt::f32_to_f16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kBF16: { const auto h = embedrt::f32_to_bf16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(static_cast<std::int8_t>(v * 3000)); break;
+          case DType::kInt4Rowwise: break;  // (codes 0; scale and bias below)
           case DType::kInt32: break;  // (not a value table)
         }
       }

@@ -103,6 +103,7 @@ OutputDType natural_output_dtype(const Model& model, std::size_t output) noexcep
     case DType::kF16: return OutputDType::kF16;
     case DType::kF32: return OutputDType::kF32;
     case DType::kInt8Rowwise:
+    case DType::kInt4Rowwise:
     case DType::kInt32: break;  // (an int32 table is never a token table: Model refuses it)
   }
   const std::string& source = model.metadata().source_dtype;
@@ -395,7 +396,7 @@ Status Embedder::embed(const EmbedRequest& r, std::span<const OutputTarget> targ
     if (const TableView* w = o.norm_weight) a.norm_weight = reinterpret_cast<const float*>(w->bytes.data());
     if (const TableView* b = o.norm_bias) a.norm_bias = reinterpret_cast<const float*>(b->bytes.data());
     a.dim = o.dim();
-    a.int8_params_offset = int8_params_offset(a.dim);
+    a.params_offset = row_params_offset(o.token->dtype, a.dim);
     a.token_scale = static_cast<float>(o.rules->token_scale);
     a.scale = static_cast<float>(o.rules->output_scale);
     a.epsilon = static_cast<float>(o.rules->norm_epsilon);
@@ -501,7 +502,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   if (o.rules->out_of_range == OutOfRangeIds::kRowZero) a.zero_outside_rows = o.vocab_size();
   if (o.id_map != nullptr) a.id_map = o.id_map->bytes.data();
   a.dim = dim;
-  a.int8_params_offset = int8_params_offset(dim);
+  a.params_offset = row_params_offset(o.token->dtype, dim);
   a.token_scale = static_cast<float>(o.rules->token_scale);
   a.output_scale = static_cast<float>(o.rules->output_scale);
   a.ids = raw(r.ids);

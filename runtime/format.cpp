@@ -14,6 +14,7 @@ std::string_view dtype_name(DType dtype) noexcept {
     case DType::kBF16: return "bf16";
     case DType::kInt8Rowwise: return "int8";
     case DType::kInt32: return "int32";
+    case DType::kInt4Rowwise: return "int4";
   }
   return "unknown";
 }
@@ -21,7 +22,7 @@ std::string_view dtype_name(DType dtype) noexcept {
 bool is_value_dtype(DType dtype) noexcept { return dtype != DType::kInt32; }
 
 FormatVersion dtype_version(DType dtype) noexcept {
-  return dtype == DType::kInt32 ? FormatVersion{2, 0} : FormatVersion{1, 0};
+  return dtype == DType::kInt32 || dtype == DType::kInt4Rowwise ? FormatVersion{2, 0} : FormatVersion{1, 0};
 }
 
 bool is_valid_utf8(std::string_view text) noexcept { return detail::valid_utf8(text); }
@@ -126,7 +127,7 @@ FormatVersion Metadata::required_version() const noexcept {
 }
 
 std::optional<DType> parse_dtype(std::string_view name) noexcept {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt32}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt32, DType::kInt4Rowwise}) {
     if (name == dtype_name(d)) return d;
   }
   return std::nullopt;
@@ -154,11 +155,19 @@ std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept {
     case DType::kBF16: return 2 * dim;
     case DType::kInt8Rowwise: return int8_params_offset(dim) + 8;
     case DType::kInt32: return 4 * dim;
+    case DType::kInt4Rowwise: return int4_params_offset(dim) + 4;
   }
   return 0;
 }
 
 std::uint64_t int8_params_offset(std::uint64_t dim) noexcept { return detail::align_up(dim, 4); }
+std::uint64_t int4_params_offset(std::uint64_t dim) noexcept { return detail::align_up(dim / 2 + dim % 2, 4); }
+
+std::uint64_t row_params_offset(DType dtype, std::uint64_t dim) noexcept {
+  if (dtype == DType::kInt8Rowwise) return int8_params_offset(dim);
+  if (dtype == DType::kInt4Rowwise) return int4_params_offset(dim);
+  return 0;
+}
 
 std::uint64_t default_row_stride(DType dtype, std::uint64_t dim) noexcept {
   return detail::align_up(row_bytes(dtype, dim), kRowAlignment);

@@ -31,6 +31,16 @@ void decode_row(const TableView& table, std::uint64_t row, std::span<float> out)
     case DType::kInt32:
       for (std::uint64_t j = 0; j < dim; ++j) out[j] = static_cast<float>(detail::load_le<std::int32_t>(p + 4 * j));
       return;
+    case DType::kInt4Rowwise: {
+      const std::uint64_t tail = int4_params_offset(dim);
+      const float scale = f16_to_f32(detail::load_le<std::uint16_t>(p + tail));
+      const float bias = f16_to_f32(detail::load_le<std::uint16_t>(p + tail + 2));
+      for (std::uint64_t j = 0; j < dim; ++j) {
+        const auto byte = static_cast<unsigned>(p[j / 2]);
+        out[j] = static_cast<float>(j % 2 ? byte >> 4 : byte & 0xfu) * scale + bias;
+      }
+      return;
+    }
     case DType::kInt8Rowwise: {
       const std::uint64_t tail = int8_params_offset(dim);
       const float scale = detail::load_le<float>(p + tail);

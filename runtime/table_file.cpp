@@ -222,10 +222,10 @@ Status Parser::parse_entry(std::size_t index, const std::byte* e, std::uint64_t&
   t.role = role <= static_cast<std::uint32_t>(Role::kNormBias) ? static_cast<Role>(role) : Role::kOther;
   const auto dtype = load_le<std::uint32_t>(e + ent::kDType);
   // A dtype of a later major than the file's is as unknown to it as a reserved one (FORMAT.md 8).
-  if (dtype < static_cast<std::uint32_t>(DType::kF32) || dtype > static_cast<std::uint32_t>(DType::kInt32) ||
+  constexpr auto kLast = static_cast<std::uint32_t>(DType::kInt4Rowwise);
+  if (dtype < static_cast<std::uint32_t>(DType::kF32) || dtype > kLast ||
       dtype_version(static_cast<DType>(dtype)).major > major_) {
-    return malformed(named + ": unknown dtype " + std::to_string(dtype) +
-                     (dtype <= static_cast<std::uint32_t>(DType::kInt32) ? " (a 2.0 dtype in a 1.x file)" : ""));
+    return malformed(named + ": unknown dtype " + std::to_string(dtype) + (dtype <= kLast ? " (a 2.0 dtype in a 1.x file)" : ""));
   }
   t.dtype = static_cast<DType>(dtype);
   t.rows = load_le<std::uint64_t>(e + ent::kRows);

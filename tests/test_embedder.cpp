@@ -73,6 +73,16 @@ Model make_model(TempDir& dir, const Spec& s, std::uint32_t seed) {
           std::memcpy(row.data() + tail + 4, &bias, 4);
           break;
         }
+        case DType::kInt4Rowwise: {
+          for (std::uint64_t j = 0; j < s.dim; ++j) {
+            const auto q = static_cast<unsigned>(std::uniform_int_distribution<int>(0, 15)(rng));
+            row[j / 2] |= static_cast<std::byte>(j % 2 ? q << 4 : q);
+          }
+          const std::uint16_t scale = f32_to_f16(0.01f * static_cast<float>(r % 7 + 1)), bias = f32_to_f16(normal(rng));
+          std::memcpy(row.data() + int4_params_offset(s.dim), &scale, 2);
+          std::memcpy(row.data() + int4_params_offset(s.dim) + 2, &bias, 2);
+          break;
+        }
         case DType::kInt32: break;  // (not a value table)
       }
     }
@@ -209,7 +219,7 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
 
 TEST_CASE("kernels match the reference: every ISA x table dtype x output dtype x dim") {
   std::uint32_t seed = 1;
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
     for (std::uint64_t dim : {1u, 3u, 8u, 17u, 64u, 768u, 769u, 4096u}) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(dim);
@@ -224,7 +234,7 @@ TEST_CASE("kernels match the reference: every ISA x table dtype x output dtype x
 
 TEST_CASE("model variants: segments, OPT offset, no positions, Gemma scale, LayerNorm") {
   std::uint32_t seed = 100;
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kInt8Rowwise}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
     for (std::uint64_t dim : {3u, 768u, 769u}) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(dim);
@@ -466,7 +476,7 @@ TEST_CASE("a padding id needs a position table with an offset of at least 1") {
 // scalar path's.
 TEST_CASE("LayerNorm results are bit-identical on every ISA") {
   std::uint32_t seed = 500;
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kInt8Rowwise}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
     for (std::uint64_t dim : {5u, 16u, 17u, 768u, 769u, 1031u}) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(dim);

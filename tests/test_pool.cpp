@@ -53,6 +53,7 @@ std::string write_pool_model(TempDir& dir, const PoolModel& s, const std::string
           case DType::kF16: { const auto h = f32_to_f16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kBF16: { const auto h = f32_to_bf16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(static_cast<std::int8_t>(v * 40)); break;
+          case DType::kInt4Rowwise: row[j / 2] |= static_cast<std::byte>((static_cast<unsigned>(v * 8 + 8) & 15u) << (4 * (j % 2))); break;
           case DType::kInt32: break;  // (not a value table)
         }
       }
@@ -60,6 +61,11 @@ std::string write_pool_model(TempDir& dir, const PoolModel& s, const std::string
         const float scale = 0.01f * static_cast<float>(r % 5 + 1), bias = normal(rng);
         std::memcpy(row.data() + int8_params_offset(s.dim), &scale, 4);
         std::memcpy(row.data() + int8_params_offset(s.dim) + 4, &bias, 4);
+      }
+      if (specs[t].dtype == DType::kInt4Rowwise) {
+        const std::uint16_t scale = f32_to_f16(0.01f * static_cast<float>(r % 5 + 1)), bias = f32_to_f16(normal(rng));
+        std::memcpy(row.data() + int4_params_offset(s.dim), &scale, 2);
+        std::memcpy(row.data() + int4_params_offset(s.dim) + 2, &bias, 2);
       }
     }
   }
@@ -125,7 +131,7 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
   TempDir dir;
   std::mt19937 rng(3);
   int model_index = 0;
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
     for (std::uint64_t dim : {1, 7, 17, 300, 769}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,

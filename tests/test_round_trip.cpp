@@ -61,12 +61,23 @@ std::vector<std::byte> encode(DType dtype, std::uint64_t rows, std::uint64_t dim
           decoded[r * dim + j] = static_cast<float>(i);
           break;
         }
+        case DType::kInt4Rowwise: {
+          const auto q = static_cast<unsigned>(static_cast<int>(v * 64.0f) & 15);
+          row[j / 2] |= static_cast<std::byte>(j % 2 ? q << 4 : q);
+          decoded[r * dim + j] = static_cast<float>(q) * scale + bias;
+          break;
+        }
       }
     }
     if (dtype == DType::kInt8Rowwise) {
       const std::uint64_t tail = int8_params_offset(dim);
       std::memcpy(row + tail, &scale, 4);
       std::memcpy(row + tail + 4, &bias, 4);
+    }
+    if (dtype == DType::kInt4Rowwise) {  // scale and bias are exact in f16
+      const std::uint16_t s16 = f32_to_f16(scale), b16 = f32_to_f16(bias);
+      std::memcpy(row + int4_params_offset(dim), &s16, 2);
+      std::memcpy(row + int4_params_offset(dim) + 2, &b16, 2);
     }
   }
   return out;
@@ -77,7 +88,7 @@ std::vector<std::byte> encode(DType dtype, std::uint64_t rows, std::uint64_t dim
 TEST_CASE("round trip of every dtype at odd dims") {
   TempDir dir;
   std::mt19937 rng(1);
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt32}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt32, DType::kInt4Rowwise}) {
     for (std::uint64_t dim : {1u, 3u, 17u, 769u}) {
       for (std::uint64_t rows : {1u, 7u}) {
         CAPTURE(dtype_name(dtype));
@@ -105,7 +116,8 @@ TEST_CASE("round trip of every dtype at odd dims") {
         CHECK(t.offset % 4096 == 0);
         CHECK(file->verify());
         // The lowest version that expresses the file: int32 tables are 2.0 (FORMAT.md 8).
-        CHECK(file->version_major() == (dtype == DType::kInt32 ? 2 : 1));
+        CHECK(file->version_major() == (dtype_version(dtype).major));
+        CHECK(file->version_major() == (dtype == DType::kInt32 || dtype == DType::kInt4Rowwise ? 2 : 1));
 
         const std::uint64_t rb = row_bytes(dtype, dim);
         std::vector<float> decoded(dim);

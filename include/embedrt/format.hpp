@@ -38,6 +38,7 @@ enum class DType : std::uint32_t {
   kBF16 = 3,
   kInt8Rowwise = 4,  // int8 codes with a per-row f32 scale and bias stored in the row
   kInt32 = 5,        // 2.0: signed 32-bit integers (an id map), never gathered as embedding rows
+  kInt4Rowwise = 6,  // 2.0: 4-bit codes, two a byte, with a per-row f16 scale and bias stored in the row
 };
 
 // Tables of values an output computes with (every dtype but int32).
@@ -89,6 +90,10 @@ std::string to_valid_utf8(std::string_view text);
 std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept;
 // Byte offset of an int8_rowwise row's f32 scale (its bias follows): align_up(dim, 4).
 std::uint64_t int8_params_offset(std::uint64_t dim) noexcept;
+// Byte offset of an int4_rowwise row's f16 scale (its f16 bias follows): align_up(ceil(dim / 2), 4).
+std::uint64_t int4_params_offset(std::uint64_t dim) noexcept;
+// The offset of a quantized row's scale and bias for its dtype (the two above), 0 for other dtypes.
+std::uint64_t row_params_offset(DType dtype, std::uint64_t dim) noexcept;
 std::uint64_t default_row_stride(DType dtype, std::uint64_t dim) noexcept;
 
 // A metadata value of one of the record types (FORMAT.md section 5): u64, i64, f64, string.

@@ -159,6 +159,7 @@ struct TableReport {
   bool exact;             // every value converted without rounding
   double max_abs_error;   // over all elements, against the source value
   double mean_abs_error;
+  double rms_error;       // root mean square of the errors
 };
 
 // progress(bytes_done, bytes_total) is called every few megabytes.

@@ -45,7 +45,7 @@ bool direct_copy(const SourceTensor& t, DType out) {
 }
 
 struct ErrorStats {
-  double max = 0, sum = 0;
+  double max = 0, sum = 0, squares = 0;
   std::uint64_t count = 0;
   bool exact = true;
   void add(double source, double stored) {
@@ -55,6 +55,7 @@ struct ErrorStats {
     if (!(e == 0)) exact = false;
     max = std::max(max, e);
     sum += e;
+    squares += e * e;
     ++count;
   }
 };
@@ -82,6 +83,39 @@ Status quantize_row(const double* values, std::uint64_t dim, std::byte* out, con
   }
   std::memcpy(out + tail, &scale, 4);
   std::memcpy(out + tail + 4, &bias, 4);
+  return {};
+}
+
+// Quantizes one row to 4-bit codes with an f16 scale and bias (FORMAT.md 4.2): value =
+// code * scale + bias, code in [0, 15], the scale and bias rounded to f16 before the codes are
+// chosen, so the codes fit the parameters the kernels will read.
+Status quantize_row4(const double* values, std::uint64_t dim, std::byte* out, const std::string& name,
+                     std::uint64_t row, ErrorStats& stats) {
+  double lo = values[0], hi = values[0];
+  for (std::uint64_t j = 0; j < dim; ++j) {
+    if (!std::isfinite(values[j])) {
+      return Error(ErrorCode::kInvalidArgument, "tensor '" + name + "' row " + std::to_string(row) + " holds " +
+                                                    std::to_string(values[j]) + ", which int4 cannot represent");
+    }
+    lo = std::min(lo, values[j]);
+    hi = std::max(hi, values[j]);
+  }
+  const std::uint16_t scale_bits = f32_to_f16(static_cast<float>((hi - lo) / 15.0));
+  const std::uint16_t bias_bits = f32_to_f16(static_cast<float>(lo));
+  const float scale = f16_to_f32(scale_bits), bias = f16_to_f32(bias_bits);
+  if (!std::isfinite(scale) || !std::isfinite(bias)) {
+    return Error(ErrorCode::kOutOfRange, "tensor '" + name + "' row " + std::to_string(row) +
+                                             " spans values beyond f16's range, which int4's scale and bias use");
+  }
+  for (std::uint64_t j = 0; j < dim; ++j) {
+    const double q = scale > 0 ? std::nearbyint((values[j] - bias) / scale) : 0.0;
+    const auto code = static_cast<unsigned>(std::clamp(q, 0.0, 15.0));
+    out[j / 2] |= static_cast<std::byte>(j % 2 ? code << 4 : code);
+    stats.add(values[j], static_cast<double>(static_cast<float>(code) * scale + bias));
+  }
+  const std::uint64_t tail = int4_params_offset(dim);
+  std::memcpy(out + tail, &scale_bits, 2);
+  std::memcpy(out + tail + 2, &bias_bits, 2);
   return {};
 }
 
@@ -135,6 +169,8 @@ Status encode_row(const double* values, std::uint64_t dim, DType dtype, std::spa
       return {};
     case DType::kInt8Rowwise:
       return quantize_row(values, dim, out.data(), name, row, stats);
+    case DType::kInt4Rowwise:
+      return quantize_row4(values, dim, out.data(), name, row, stats);
     case DType::kInt32:
       // An id map's entries are rows: integers in [0, 2^31).
       for (std::uint64_t j = 0; j < dim; ++j) {
@@ -277,7 +313,8 @@ Result<std::vector<TableReport>> convert_model(const ModelPlan& plan, const std:
       }
     }
     reports.push_back({source ? source->name : spec.name, spec.role, spec.dtype, spec.rows, dim, copy || stats.exact,
-                       stats.max, stats.count ? stats.sum / static_cast<double>(stats.count) : 0.0});
+                       stats.max, stats.count ? stats.sum / static_cast<double>(stats.count) : 0.0,
+                       stats.count ? std::sqrt(stats.squares / static_cast<double>(stats.count)) : 0.0});
   }
   if (Status s = writer->commit(); !s) return std::move(s).error();
   return reports;

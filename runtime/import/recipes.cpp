@@ -748,9 +748,9 @@ double applied_token_scale(const ModelPlan& plan, std::size_t output, DType dtyp
     case ScaleRounding::kNone: return 1.0;
     case ScaleRounding::kF32: return static_cast<float>(scale.exact);
     case ScaleRounding::kTableDType: {
-      // int8 tables keep the checkpoint's rounding (the model they approximate).
+      // int8 and int4 tables keep the checkpoint's rounding (the model they approximate).
       DType rounding = dtype;
-      if (dtype == DType::kInt8Rowwise) {
+      if (dtype == DType::kInt8Rowwise || dtype == DType::kInt4Rowwise) {
         rounding = plan.source_dtype == SourceDType::kBF16 ? DType::kBF16
                    : plan.source_dtype == SourceDType::kF16 ? DType::kF16 : DType::kF32;
       }

@@ -55,7 +55,7 @@ inline void pool_block(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vector
   for (std::uint64_t i = bag.first; i < bag.last; ++i) {
     const std::byte* row = bag.row(i);
     float qs, qb;
-    row_quantization<TD>(row, a.int8_params_offset, qs, qb);
+    row_quantization<TD>(row, a.params_offset, qs, qb);
     const V w(weighted ? bag.weight(i) : 1.0f);
     for (std::uint64_t v = 0; v < vectors; ++v) {
       V x = load<TD>(row, j + v * W, qs, qb);
@@ -86,7 +86,7 @@ inline float pool_one(const Bag<TD>& bag, std::uint64_t j) {
   for (std::uint64_t i = bag.first; i < bag.last; ++i) {
     const std::byte* row = bag.row(i);
     float qs, qb;
-    row_quantization<TD>(row, a.int8_params_offset, qs, qb);
+    row_quantization<TD>(row, a.params_offset, qs, qb);
     float x = load_one<TD>(row, j, qs, qb);
     if (a.token_scale != 1.0f) x = x * a.token_scale;
     if (a.mode == PoolingMode::kMax) {

@@ -31,7 +31,7 @@ struct KernelArgs {
   const float* norm_weight = nullptr;  // nullptr: no LayerNorm
   const float* norm_bias = nullptr;    // nullptr: zero bias
   std::uint64_t dim = 0;
-  std::uint64_t int8_params_offset = 0;  // int8_params_offset(dim), computed once (FORMAT.md 4.2)
+  std::uint64_t params_offset = 0;  // row_params_offset(dtype, dim) of a quantized table, computed once (FORMAT.md 4.2)
   float token_scale = 1.0f;  // multiplies the token row before any addition
   float scale = 1.0f;        // multiplies the sum
   float epsilon = 1e-5f;
@@ -58,7 +58,7 @@ struct PoolArgs {
   std::uint64_t zero_outside_rows = 0;  // as KernelArgs::zero_outside_rows
   const std::byte* id_map = nullptr;    // as KernelArgs::id_map
   std::uint64_t dim = 0;
-  std::uint64_t int8_params_offset = 0;
+  std::uint64_t params_offset = 0;
   float token_scale = 1.0f;   // multiplies every row before pooling
   float output_scale = 1.0f;  // multiplies the pooled vector (before normalization)
 
@@ -78,15 +78,19 @@ using RangeKernel = void (*)(const KernelArgs& args, std::uint64_t begin, std::u
 // Pools bags [begin, end) of a request.
 using BagKernel = void (*)(const PoolArgs& args, std::uint64_t begin, std::uint64_t end);
 
-// One kernel per (table dtype, output dtype), for one ISA.
+// One kernel per (value table dtype, output dtype), for one ISA: f32, f16, bf16, int8, int4
+// (int32 tables hold id maps, not values: Model never gives one to a kernel).
 struct KernelTable {
-  RangeKernel kernels[4][3];  // [DType - 1][OutputDType]
-  BagKernel bag_kernels[4][3];
+  RangeKernel kernels[5][3];  // [value_dtype_index(dtype)][OutputDType]
+  BagKernel bag_kernels[5][3];
+  static int value_dtype_index(DType table) noexcept {
+    return table == DType::kInt4Rowwise ? 4 : static_cast<int>(table) - 1;
+  }
   RangeKernel get(DType table, OutputDType out) const noexcept {
-    return kernels[static_cast<int>(table) - 1][static_cast<int>(out)];
+    return kernels[value_dtype_index(table)][static_cast<int>(out)];
   }
   BagKernel get_bag(DType table, OutputDType out) const noexcept {
-    return bag_kernels[static_cast<int>(table) - 1][static_cast<int>(out)];
+    return bag_kernels[value_dtype_index(table)][static_cast<int>(out)];
   }
 };
 

@@ -20,6 +20,17 @@ struct Traits {
   static V load_i8(const std::byte* p) {
     return V(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
   }
+  // Eight 4-bit codes (low nibble first) as floats: from the low nibble of p[0] (four bytes), or,
+  // `odd`, from its high nibble (five bytes; never past the row's codes).
+  static V load_u4(const std::byte* p, bool odd) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, p, odd ? 5 : 4);
+    if (odd) bits >>= 4;
+    const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(bits));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask));
+    return V(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(nibbles)));
+  }
   static void store_f32(std::byte* p, V v, bool stream) {
     if (stream) {
       _mm256_stream_ps(reinterpret_cast<float*>(p), v);

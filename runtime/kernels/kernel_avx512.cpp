@@ -21,6 +21,17 @@ struct Traits {
   static V load_i8(const std::byte* p) {
     return V(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
   }
+  // Sixteen 4-bit codes (low nibble first) as floats: from the low nibble of p[0] (eight bytes),
+  // or, `odd`, from its high nibble (nine bytes; never past the row's codes).
+  static V load_u4(const std::byte* p, bool odd) {
+    std::uint64_t bits;
+    std::memcpy(&bits, p, 8);
+    if (odd) bits = (bits >> 4) | (static_cast<std::uint64_t>(p[8]) << 60);
+    const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(bits));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask));
+    return V(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(nibbles)));
+  }
   static void store_f32(std::byte* p, V v, bool stream) {
     if (stream) {
       _mm512_stream_ps(reinterpret_cast<float*>(p), v);

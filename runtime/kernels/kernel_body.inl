@@ -136,6 +136,14 @@ inline typename Traits::V load(const std::byte* row, std::uint64_t j, float q_sc
   if constexpr (TD == DType::kInt8Rowwise) {
     return Traits::load_i8(row + j) * typename Traits::V(q_scale) + typename Traits::V(q_bias);
   }
+  if constexpr (TD == DType::kInt4Rowwise) {
+    if constexpr (Traits::kWidth == 1) {  // one element: either nibble of byte j / 2
+      const auto byte = static_cast<unsigned>(row[j / 2]);
+      return static_cast<float>(j % 2 ? byte >> 4 : byte & 0xfu) * q_scale + q_bias;
+    } else {  // kWidth elements from j: from the high nibble of byte j / 2 when j is odd (a peeled row)
+      return Traits::load_u4(row + j / 2, j % 2 != 0) * typename Traits::V(q_scale) + typename Traits::V(q_bias);
+    }
+  }
 }
 
 template <DType TD>
@@ -145,6 +153,10 @@ inline float load_one(const std::byte* row, std::uint64_t j, float q_scale, floa
   if constexpr (TD == DType::kBF16) return bf16_to_f32(load_u16(row + 2 * j));
   if constexpr (TD == DType::kInt8Rowwise) {
     return static_cast<float>(static_cast<std::int8_t>(row[j])) * q_scale + q_bias;
+  }
+  if constexpr (TD == DType::kInt4Rowwise) {
+    const auto byte = static_cast<unsigned>(row[j / 2]);
+    return static_cast<float>(j % 2 ? byte >> 4 : byte & 0xfu) * q_scale + q_bias;
   }
 }
 
@@ -162,12 +174,15 @@ inline void store_one(std::byte* out, std::uint64_t j, float v) {
   if constexpr (OD == OutputDType::kBF16) store_u16(out + 2 * j, f32_to_bf16(v));
 }
 
-// int8 rows carry their scale and bias after the codes.
+// int8 and int4 rows carry their scale and bias after the codes (f32 and f16).
 template <DType TD>
 inline void row_quantization(const std::byte* row, std::uint64_t params_offset, float& scale, float& bias) {
   if constexpr (TD == DType::kInt8Rowwise) {
     scale = load_float(row + params_offset);
     bias = load_float(row + params_offset + 4);
+  } else if constexpr (TD == DType::kInt4Rowwise) {
+    scale = f16_to_f32(load_u16(row + params_offset));
+    bias = f16_to_f32(load_u16(row + params_offset + 2));
   } else {
     scale = 1.0f;
     bias = 0.0f;
@@ -199,9 +214,9 @@ inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte
   }
   const std::uint64_t body_end = head + (dim - head) / W * W;
   float ts, tb, ss = 1, sb = 0, ps = 1, pb = 0;
-  row_quantization<TD>(tok, a.int8_params_offset, ts, tb);
-  if (seg) row_quantization<TD>(seg, a.int8_params_offset, ss, sb);
-  if (pos) row_quantization<TD>(pos, a.int8_params_offset, ps, pb);
+  row_quantization<TD>(tok, a.params_offset, ts, tb);
+  if (seg) row_quantization<TD>(seg, a.params_offset, ss, sb);
+  if (pos) row_quantization<TD>(pos, a.params_offset, ps, pb);
   const bool scaled = a.scale != 1.0f;
   const bool token_scaled = a.token_scale != 1.0f;
   const auto scalar = [&](std::uint64_t j) {
@@ -281,9 +296,9 @@ inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std:
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim, body = dim - dim % W;
   float ts, tb, ss = 1, sb = 0, ps = 1, pb = 0;
-  row_quantization<TD>(tok, a.int8_params_offset, ts, tb);
-  if (seg) row_quantization<TD>(seg, a.int8_params_offset, ss, sb);
-  if (pos) row_quantization<TD>(pos, a.int8_params_offset, ps, pb);
+  row_quantization<TD>(tok, a.params_offset, ts, tb);
+  if (seg) row_quantization<TD>(seg, a.params_offset, ss, sb);
+  if (pos) row_quantization<TD>(pos, a.params_offset, ps, pb);
   const bool scaled = a.scale != 1.0f;
   const bool token_scaled = a.token_scale != 1.0f;
   // x, the summed (and scaled) embedding, computed from the tables: element j, or W from j.
@@ -401,8 +416,10 @@ void embed_range(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
 #define EMBEDRT_KERNELS(TD, F) {&F<TD, OutputDType::kF32>, &F<TD, OutputDType::kBF16>, &F<TD, OutputDType::kF16>}
 const KernelTable kTable = {
     {EMBEDRT_KERNELS(DType::kF32, embed_range), EMBEDRT_KERNELS(DType::kF16, embed_range),
-     EMBEDRT_KERNELS(DType::kBF16, embed_range), EMBEDRT_KERNELS(DType::kInt8Rowwise, embed_range)},
+     EMBEDRT_KERNELS(DType::kBF16, embed_range), EMBEDRT_KERNELS(DType::kInt8Rowwise, embed_range),
+     EMBEDRT_KERNELS(DType::kInt4Rowwise, embed_range)},
     {EMBEDRT_KERNELS(DType::kF32, pool_bags), EMBEDRT_KERNELS(DType::kF16, pool_bags),
-     EMBEDRT_KERNELS(DType::kBF16, pool_bags), EMBEDRT_KERNELS(DType::kInt8Rowwise, pool_bags)},
+     EMBEDRT_KERNELS(DType::kBF16, pool_bags), EMBEDRT_KERNELS(DType::kInt8Rowwise, pool_bags),
+     EMBEDRT_KERNELS(DType::kInt4Rowwise, pool_bags)},
 };
 #undef EMBEDRT_KERNELS

@@ -41,7 +41,7 @@ manifest = []
 DEFAULTS = {"model.family": "custom", "source.files": "", "source.dtype": "", "context_length": 0,
             "position.offset": 0, "position.kind": "none", "token.scale": 1.0, "output.scale": 1.0,
             "norm.epsilon": 1e-5}
-DTYPE_NAMES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "int8": "int8", "int32": "int32"}  # as the tools spell them
+DTYPE_NAMES = {"f32": "f32", "f16": "f16", "bf16": "bf16", "int8": "int8", "int32": "int32", "int4": "int4"}  # as the tools spell them
 ROLE_NAMES = {0: "other", 1: "token", 2: "position", 3: "segment", 4: "norm_weight", 5: "norm_bias"}
 
 
@@ -59,6 +59,10 @@ def decode(dtype, array):
         return (bf16_bits(array).astype(np.uint32) << 16).view(f32)
     if dtype == "int32":
         return np.asarray(array, dtype=np.int64)  # entries (an id map), not values
+    if dtype == "int4":
+        codes, scale, bias = array
+        return codes.astype(f32) * np.asarray(scale, dtype=np.float16).astype(f32).reshape(-1, 1) + \
+            np.asarray(bias, dtype=np.float16).astype(f32).reshape(-1, 1)
     codes, scale, bias = array
     return codes.astype(f32) * scale.reshape(-1, 1).astype(f32) + bias.reshape(-1, 1).astype(f32)
 
@@ -175,11 +179,11 @@ def valid(name, described, specs, meta, queries, norm=False, version=None, **opt
     tables = []
     for spec in specs:
         tname, role, dtype, array = spec[:4]
-        shape = list(array[0].shape if dtype == "int8" else array.shape)
+        shape = list(array[0].shape if dtype in ("int8", "int4") else array.shape)
         tables.append({"name": tname, "role": role if isinstance(role, str) else ROLE_NAMES.get(role, "other"),
                        "dtype": DTYPE_NAMES[dtype], "shape": shape})
     if version is None:
-        version = lowest_version(meta)
+        version = lowest_version(meta, [spec[2] for spec in specs])
     manifest.append({"file": name + ".embt", "valid": True, "describes": described,
                      "format": f"{version[0]}.{version[1]}", "metadata": expected_metadata(meta),
                      "outputs": expected_outputs(meta), "tables": tables,
@@ -291,6 +295,16 @@ def main():
            ("w", "other", "f32", g20.random((1, 9)).astype(f32))],
           {"model.family": "model2vec", "ids.map": "mapping", "pooling.weights": "w", "pooling.mode": "mean",
            "ids.out_of_range": "row0"}, [([0, 8, 3, 4, 11, -2], 0, None)])
+
+    codes4 = g20.integers(0, 16, size=(11, 9)).astype(np.uint8)
+    codes4[0, :2] = (0, 15)
+    scale4 = g20.random(11).astype(np.float16) * np.float16(0.1)
+    bias4 = g20.standard_normal(11).astype(np.float16)
+    valid("v2_0_int4_rowwise", "format 2.0: int4_rowwise token and position tables, dim 9 (5 bytes of codes, two a "
+          "byte, low nibble first, padded to 8, then f16 scale and bias); odd starts",
+          [("tok", "token", "int4", (codes4, scale4, bias4)),
+           ("pos", "position", "int4", (codes4[:9], scale4[:9], bias4[:9]))],
+          {"position.kind": "learned", "context_length": 9}, [([10, 0, 3], 1, None), ([5, 5], 6, None)])
 
     # ---- well-formed files that the computation (section 7) refuses: verify passes, embed fails ----
     invalid_written("id_map_entry_outside", "format 2.0: the id map sends id 0 to row 7 of a 4-row token table "

@@ -163,7 +163,7 @@ def writer_side():
                    "transformer.wpe.weight": rng.standard_normal((4, 6)).astype(np.float32)}
         source = os.path.join(work, "model.safetensors")
         safetensors(source, tensors)
-        for dtype in ("f32", "f16", "bf16", "int8"):
+        for dtype in ("f32", "f16", "bf16", "int8", "int4"):
             out = os.path.join(work, f"m_{dtype}.embt")
             r = run("convert", source, "-o", out, "--dtype", dtype, "-q")
             if r.returncode != 0:
@@ -179,10 +179,13 @@ def writer_side():
                 ok = np.array_equal(wte["values"], src)
             elif dtype == "int8":
                 ok = np.abs(wte["values"] - src).max() <= (src.max(1) - src.min(1)).max() / 255
+            elif dtype == "int4":  # half a step of 15, plus the f16 rounding of the scale and bias
+                ok = np.abs(wte["values"] - src).max() <= (src.max(1) - src.min(1)).max() / 15 * 0.51 + 1e-2
             else:
                 ok = np.allclose(wte["values"], src, rtol=2 ** -8 if dtype == "bf16" else 2 ** -11)
             check(f"C++ writer {dtype}: read back by the Python reader (format {version[0]}.{version[1]})",
-                  ok and version == (1, 0) and wte["dtype"] == dtype and meta.get("model.family") == "gpt2"
+                  ok and version == ((2, 0) if dtype == "int4" else (1, 0)) and wte["dtype"] == dtype
+                  and meta.get("model.family") == "gpt2"
                   and meta.get("position.kind") == "learned", (version, meta))
             # Section 7 from the Python reader's decoded tables equals the C++ computation.
             decoded = {t["role"]: t["values"] for t in tables if t["role"] != "other"}

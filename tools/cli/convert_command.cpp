@@ -48,8 +48,8 @@ int run(const ConvertArgs& args) {
   std::optional<DType> dtype;
   if (args.dtype != "native") {
     dtype = parse_dtype(args.dtype);
-    if (!dtype) {
-      return report(Error(ErrorCode::kInvalidArgument, "--dtype '" + args.dtype + "': expected native, f32, f16, bf16 or int8"));
+    if (!dtype || !is_value_dtype(*dtype)) {
+      return report(Error(ErrorCode::kInvalidArgument, "--dtype '" + args.dtype + "': expected native, f32, f16, bf16, int8 or int4"));
     }
   }
   if (!args.config.empty() && args.ignore_config) {
@@ -123,7 +123,8 @@ int run(const ConvertArgs& args) {
       if (r.exact) {
         std::printf(" (exact)\n");
       } else {
-        std::printf(" (max abs error %.3g, mean abs error %.3g)\n", r.max_abs_error, r.mean_abs_error);
+        std::printf(" (max abs error %.3g, mean abs error %.3g, rms error %.3g)\n", r.max_abs_error, r.mean_abs_error,
+                    r.rms_error);
       }
     }
     std::printf("%s\n", args.output.c_str());
@@ -153,7 +154,7 @@ Runner add_convert_command(CLI::App& app) {
   cmd->add_option("--norm-eps", args->norm_eps, "LayerNorm epsilon (default: the preset's)")
       ->check(CLI::Range(1e-30, 1.0));
   cmd->add_option("--key", args->key, "dotted path of the state dict inside a checkpoint (e.g. model)");
-  cmd->add_option("--dtype", args->dtype, "table dtype: native (the checkpoint's: bf16 stays bf16; f64 becomes f32), f32, f16, bf16 or int8 (rowwise)");
+  cmd->add_option("--dtype", args->dtype, "table dtype: native (the checkpoint's: bf16 stays bf16; f64 becomes f32), f32, f16, bf16, int8 or int4 (rowwise: a scale and bias per row; int4 files are format 2.0)");
   cmd->add_option("--positions", args->positions, "generate a position table: sinusoidal (original Transformer)");
   cmd->add_option("--context", args->context, "rows of the generated position table")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 24));

@@ -12,7 +12,7 @@ import xxhash
 
 MAGIC = b"\x89EMB\r\n\x1a\n"
 FOOTER = b"EMBT-END"
-DTYPES = {1: "f32", 2: "f16", 3: "bf16", 4: "int8", 5: "int32"}  # 4 is int8_rowwise (the tools spell it int8); 5 is 2.0
+DTYPES = {1: "f32", 2: "f16", 3: "bf16", 4: "int8", 5: "int32", 6: "int4"}  # 4, 6: *_rowwise (the tools say int8, int4); 5, 6: 2.0
 ROLES = {0: "other", 1: "token", 2: "position", 3: "segment", 4: "norm_weight", 5: "norm_bias"}
 KNOWN_KEYS = {"model.family": 4, "source.files": 4, "source.dtype": 4, "context_length": 1, "position.offset": 1,
               "position.kind": 4, "token.scale": 3, "output.scale": 3, "norm.epsilon": 3, "position.padding_id": 2,
@@ -33,7 +33,8 @@ def _align(x, a):
 
 
 def _row_bytes(dtype, dim):
-    return {"f32": 4 * dim, "f16": 2 * dim, "bf16": 2 * dim, "int8": _align(dim, 4) + 8, "int32": 4 * dim}[dtype]
+    return {"f32": 4 * dim, "f16": 2 * dim, "bf16": 2 * dim, "int8": _align(dim, 4) + 8, "int32": 4 * dim,
+            "int4": _align((dim + 1) // 2, 4) + 4}[dtype]
 
 
 def _need(ok, what):
@@ -168,7 +169,7 @@ def read_embt(path, strict_writer=True):
         role = ROLES.get(role_code, "other")
         _need(role == "other" or role not in roles, f"table {name}: a second table with role {role}")
         roles.add(role)
-        _need(code in DTYPES and (code != 5 or major >= 2), f"table {name}: unknown dtype {code}")
+        _need(code in DTYPES and (code < 5 or major >= 2), f"table {name}: unknown dtype {code}")
         dtype = DTYPES[code]
         _need(rows >= 1 and 1 <= dim <= 1 << 24, f"table {name}: rows, dim")
         used = _row_bytes(dtype, dim)
@@ -189,6 +190,13 @@ def read_embt(path, strict_writer=True):
             values = (rowsb[:, :2 * dim].copy().view(np.uint16).astype(np.uint32) << 16).view(np.float32)
         elif dtype == "int32":
             values = rowsb[:, :4 * dim].copy().view("<i4").astype(np.int64)  # entries, not floats
+        elif dtype == "int4":
+            tail = _align((dim + 1) // 2, 4)
+            packed = rowsb[:, :(dim + 1) // 2]
+            codes = np.stack([packed & 15, packed >> 4], axis=2).reshape(rows, -1)[:, :dim].astype(np.float32)
+            scale = rowsb[:, tail:tail + 2].copy().view(np.float16).astype(np.float32)
+            bias = rowsb[:, tail + 2:tail + 4].copy().view(np.float16).astype(np.float32)
+            values = codes * scale + bias
         else:
             tail = _align(dim, 4)
             if strict_writer:  # FORMAT.md 4.2: written as zero, ignored by readers

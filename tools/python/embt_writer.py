@@ -14,7 +14,7 @@ import xxhash
 MAGIC = b"\x89EMB\r\n\x1a\n"
 FOOTER = b"EMBT-END"
 ROLES = {"other": 0, "token": 1, "position": 2, "segment": 3, "norm_weight": 4, "norm_bias": 5}
-DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "int8": 4, "int32": 5}  # int32: format 2.0
+DTYPES = {"f32": 1, "f16": 2, "bf16": 3, "int8": 4, "int32": 5, "int4": 6}  # int32, int4: format 2.0
 
 
 def bf16_bits(values):
@@ -33,6 +33,17 @@ def _row_bytes(dtype, array):
         return bf16_bits(array).view(np.uint8).reshape(array.shape[0], -1)
     if dtype == "int32":
         return np.ascontiguousarray(array, dtype="<i4").view(np.uint8).reshape(array.shape[0], -1)
+    if dtype == "int4":  # codes [rows, dim] 0..15 (two a byte, low nibble first), f16 scale and bias [rows]
+        codes, scale, bias = array
+        rows, dim = codes.shape
+        tail = _align((dim + 1) // 2, 4)
+        out = np.zeros((rows, tail + 4), dtype=np.uint8)
+        padded = np.zeros((rows, 2 * ((dim + 1) // 2)), dtype=np.uint8)
+        padded[:, :dim] = np.asarray(codes, dtype=np.uint8)
+        out[:, :(dim + 1) // 2] = padded[:, 0::2] | (padded[:, 1::2] << 4)
+        out[:, tail:tail + 2] = np.asarray(scale, dtype=np.float16).reshape(rows, 1).view(np.uint8)
+        out[:, tail + 2:tail + 4] = np.asarray(bias, dtype=np.float16).reshape(rows, 1).view(np.uint8)
+        return out
     codes, scale, bias = array  # int8 rowwise: codes [rows, dim] int8, scale and bias [rows] f32
     rows, dim = codes.shape
     out = np.zeros((rows, _align(dim, 4) + 8), dtype=np.uint8)
@@ -53,7 +64,7 @@ KEYS_1_2 = ("output.name", "output.shape", "ids.out_of_range", "pooling.mode", "
 
 def lowest_version(metadata, dtypes=()):
     """FORMAT.md 3 and 8: the lowest version that expresses the metadata and tables of these dtypes."""
-    if "int32" in dtypes or any(key == "ids.map" or key.endswith(".ids.map") for key in metadata):
+    if "int32" in dtypes or "int4" in dtypes or any(key == "ids.map" or key.endswith(".ids.map") for key in metadata):
         return (2, 0)
     if any(key in KEYS_1_2 or key.startswith("outputs.") for key in metadata):
         return (1, 2)
@@ -110,7 +121,7 @@ def write_embt(path, tables, metadata, version=None, header_size=128, entry_size
         code = DTYPES[dtype]
         payload = _row_bytes(dtype, array)
         rows, width = payload.shape
-        dim = array[0].shape[1] if dtype == "int8" else array.shape[1]
+        dim = array[0].shape[1] if dtype in ("int8", "int4") else array.shape[1]
         stride = _align(width, 64)
         padded = np.full((rows, stride), options.get("row_fill", 0), dtype=np.uint8)
         padded[:, :width] = payload
