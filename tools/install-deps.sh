@@ -9,6 +9,8 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config time
   # libraries the project links
   libxsimd-dev libtbb-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libdeflate-dev libboost-dev
+  # gRPC for `embedrt serve --grpc-port`: the library, and protoc + its C++ plugin for the generated code
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # tests and benchmarks
   doctest-dev libbenchmark-dev wrk qemu-user
   # PyTorch for parity tests and comparisons (runs as /usr/bin/python3; never needed at run time)

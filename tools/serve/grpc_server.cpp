@@ -56,10 +56,14 @@ std::optional<std::string_view> version_of(const std::string& version) {
   return version;
 }
 
-// gRPC logs through gpr_log; its errors (a port it cannot bind, a broken connection) go to stderr
-// in the server's own format, and its info lines are dropped.
+// gRPC logs through gpr_log; its errors go to stderr in the server's own format, and its info
+// lines are dropped. While binding it stays quiet: a failure is reported once, by start(), with
+// the reason in plain words instead of gRPC's nested error dump.
+std::atomic<bool> quiet_grpc_log{false};
 void log_grpc(gpr_log_func_args* args) {
-  if (args->severity >= GPR_LOG_SEVERITY_ERROR) std::fprintf(stderr, "embedrt serve: grpc: %s\n", args->message);
+  if (args->severity >= GPR_LOG_SEVERITY_ERROR && !quiet_grpc_log.load()) {
+    std::fprintf(stderr, "embedrt serve: grpc: %s\n", args->message);
+  }
 }
 
 // Why host:port cannot be bound, found by trying it the way gRPC does (SO_REUSEADDR, no
@@ -309,12 +313,21 @@ std::optional<std::string> GrpcServer::start(const std::string& host, int port) 
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, ms(s.limits.handshake_timeout));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(s.limits.idle_timeout));
+  // gRPC 1.51 waits for the bytes of a message however long it declares, and a connection with
+  // a stream open is never idle: a client that declares a message and goes silent would hold its
+  // connection forever. Every connection is therefore ended after --idle-timeout of age (GOAWAY;
+  // well-behaved clients reconnect transparently, which also spreads them over replicas behind
+  // a balancer), calls in progress getting --request-timeout of grace to finish.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ms(s.limits.idle_timeout));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, ms(s.limits.request_timeout));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreamsPerConnection);
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
   grpc::ResourceQuota quota("embedrt-grpc");
   quota.Resize(static_cast<std::size_t>(std::max<std::uint64_t>(kMemoryQuota, 2 * s.limits.max_message_bytes + (16 << 20))));
   builder.SetResourceQuota(quota);
+  quiet_grpc_log = true;
   s.server = builder.BuildAndStart();
+  quiet_grpc_log = false;
   if (!s.server || bound_port == 0) {
     s.server.reset();
     return "cannot listen on " + address + " (gRPC): " + bind_failure(host, port);

@@ -15,7 +15,9 @@
 // - at most --grpc-max-calls inference calls are in progress at once (past it: UNAVAILABLE);
 // - a call not finished --request-timeout after its request arrived is cancelled (the client
 //   also gets its own deadline, which gRPC enforces); HTTP/2 handshakes must finish within
-//   --header-timeout; a connection without calls for --idle-timeout is closed;
+//   --header-timeout; a connection without calls for --idle-timeout is closed, and every
+//   connection is ended (GOAWAY) at --idle-timeout of age, calls in it getting --request-timeout
+//   of grace (gRPC 1.51 would otherwise wait forever for a message that was declared, not sent);
 // - gRPC's own buffers are bounded by a resource quota (kMemoryQuota in grpc_server.cpp);
 // - the port is bound exclusively (no SO_REUSEPORT: gRPC sets it by default);
 // - SIGTERM: no new calls (gRPC answers UNAVAILABLE), calls in progress finish for up to
