@@ -50,9 +50,9 @@ PY
 # gRPC ModelInferRequest seeds, encoded from protobuf text by Debian's protoc: raw and typed
 # contents, every input, a mismatch.
 encode() { protoc --proto_path=tools/serve --encode=inference.ModelInferRequest tools/serve/kserve_grpc.proto > "$seeds/grpc_request/$1"; }
-printf 'model_name: "m" inputs { name: "input_ids" datatype: "INT64" shape: [2, 2] } raw_input_contents: "\001\0\0\0\0\0\0\0\002\0\0\0\0\0\0\0\003\0\0\0\0\0\0\0\004\0\0\0\0\0\0\0"' | encode raw
-printf 'model_name: "m" inputs { name: "input_ids" datatype: "INT32" shape: [1, 3] contents { int_contents: [1, 2, 3] } } inputs { name: "position_start" datatype: "INT64" shape: [1] contents { int64_contents: [5] } } inputs { name: "token_type_ids" datatype: "INT64" shape: [1, 3] contents { int64_contents: [0, 1, 0] } } outputs { name: "embeddings" }' | encode typed
-printf 'inputs { name: "input_ids" datatype: "INT64" shape: [1, 2] contents { fp32_contents: [1.0, 2.0] } }' | encode mismatch
+printf '%s' 'model_name: "m" inputs { name: "input_ids" datatype: "INT64" shape: [2, 2] } raw_input_contents: "\001\0\0\0\0\0\0\0\002\0\0\0\0\0\0\0\003\0\0\0\0\0\0\0\004\0\0\0\0\0\0\0"' | encode raw
+printf '%s' 'model_name: "m" inputs { name: "input_ids" datatype: "INT32" shape: [1, 3] contents { int_contents: [1, 2, 3] } } inputs { name: "position_start" datatype: "INT64" shape: [1] contents { int64_contents: [5] } } inputs { name: "token_type_ids" datatype: "INT64" shape: [1, 3] contents { int64_contents: [0, 1, 0] } } outputs { name: "embeddings" }' | encode typed
+printf '%s' 'inputs { name: "input_ids" datatype: "INT64" shape: [1, 2] contents { fp32_contents: [1.0, 2.0] } }' | encode mismatch
 
 status=0
 for target in zip pickle safetensors embt config embedder grpc_request; do
