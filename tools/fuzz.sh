@@ -15,7 +15,7 @@ cmake --build "$build" --parallel "$(nproc)"
 
 # Seeds: the external fixtures, the malformed corpus, and fresh files from the project's writers.
 seeds=$build/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{zip,pickle,safetensors,embt,config,embedder} "$build/findings"
+rm -rf "$seeds" && mkdir -p "$seeds"/{zip,pickle,safetensors,embt,config,embedder,grpc_request} "$build/findings"
 for f in tests/fixtures/external/*.pt* tests/corpus/files/*.pt; do
   [ -f "$f" ] && cp "$f" "$seeds/zip/" || true
 done
@@ -47,8 +47,15 @@ write_embt(f"{seeds}/embt/gpt2.embt", [("tok", "token", "f32", rng.standard_norm
            {"model.family": "gpt2", "position.kind": "learned", "context_length": 8})
 PY
 
+# gRPC ModelInferRequest seeds, encoded from protobuf text by Debian's protoc: raw and typed
+# contents, every input, a mismatch.
+encode() { protoc --proto_path=tools/serve --encode=inference.ModelInferRequest tools/serve/kserve_grpc.proto > "$seeds/grpc_request/$1"; }
+printf '%s' 'model_name: "m" inputs { name: "input_ids" datatype: "INT64" shape: [2, 2] } raw_input_contents: "\001\0\0\0\0\0\0\0\002\0\0\0\0\0\0\0\003\0\0\0\0\0\0\0\004\0\0\0\0\0\0\0"' | encode raw
+printf '%s' 'model_name: "m" inputs { name: "input_ids" datatype: "INT32" shape: [1, 3] contents { int_contents: [1, 2, 3] } } inputs { name: "position_start" datatype: "INT64" shape: [1] contents { int64_contents: [5] } } inputs { name: "token_type_ids" datatype: "INT64" shape: [1, 3] contents { int64_contents: [0, 1, 0] } } outputs { name: "embeddings" }' | encode typed
+printf '%s' 'inputs { name: "input_ids" datatype: "INT64" shape: [1, 2] contents { fp32_contents: [1.0, 2.0] } }' | encode mismatch
+
 status=0
-for target in zip pickle safetensors embt config embedder; do
+for target in zip pickle safetensors embt config embedder grpc_request; do
   echo "==> fuzz_$target for ${seconds}s"
   if ! "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
        -rss_limit_mb=4096 -artifact_prefix="$build/findings/${target}-" "$seeds/$target" 2>"$build/fuzz_$target.log"; then

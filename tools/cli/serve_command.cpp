@@ -19,7 +19,7 @@ struct Seconds {
 }  // namespace
 
 Runner add_serve_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP (KServe v2 / Open Inference Protocol)");
+  auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP and gRPC (KServe v2 / Open Inference Protocol)");
   auto options = std::make_shared<serve::ServerOptions>();
   auto timeouts = std::make_shared<std::vector<Seconds>>();
   timeouts->reserve(4);
@@ -27,6 +27,12 @@ Runner add_serve_command(CLI::App& app) {
   cmd->add_option("--name", options->name, "model name in URLs (default: the file's stem)");
   cmd->add_option("--host", options->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", options->port, "port (default 8080)")->check(CLI::Range(1, 65535));
+  cmd->add_option("--grpc-port", options->grpc_port,
+                  "also serve KServe v2 over gRPC (inference.GRPCInferenceService) on this port")
+      ->check(CLI::Range(1, 65535));
+  cmd->add_option("--grpc-max-calls", options->grpc_max_calls,
+                  "gRPC inference calls in progress at once; more get UNAVAILABLE (default 1024)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
   cmd->add_option("--threads", options->threads, "inference worker threads (default: one per hardware thread)")
       ->check(CLI::Range(1u, 1024u));
   cmd->add_option("--max-batch-tokens", options->max_batch_tokens, "largest batch x length accepted (default 65536)")

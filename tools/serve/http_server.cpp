@@ -386,6 +386,7 @@ void HttpServer::Impl::wait_for_signal() {
       if (hooks.on_reload_signal) net::post(pool, hooks.on_reload_signal);
     } else if (draining) {
       std::fprintf(stderr, "embedrt serve: second %s, stopping now\n", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      if (hooks.on_stop_now) hooks.on_stop_now();
       ioc.stop();
       return;
     } else {
@@ -408,6 +409,7 @@ void HttpServer::Impl::tick() {
 
 void HttpServer::Impl::drain() {
   draining = true;
+  if (hooks.on_drain) hooks.on_drain();
   error_code ignored;
   acceptor.close(ignored);
   tick_timer.cancel();
@@ -480,6 +482,7 @@ void HttpServer::run() {
   s.wait_for_signal();
   if (s.hooks.on_tick) s.tick();
   s.ioc.run();
+  if (s.hooks.before_workers_stop) s.hooks.before_workers_stop();
   // Queued work is dropped; a request being computed finishes (bounded by one request's size).
   s.pool.stop();
   s.pool.join();

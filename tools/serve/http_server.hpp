@@ -64,6 +64,11 @@ struct HttpHooks {
   std::function<void()> on_reload_signal;  // SIGHUP, run on a worker
   std::function<void()> on_tick;           // every `tick` on the I/O thread (file watching)
   std::chrono::milliseconds tick{250};
+  // Another transport sharing the workers (gRPC) drains with this one: on_drain at the first
+  // SIGTERM/SIGINT (I/O thread; must not block), on_stop_now at a second one, and
+  // before_workers_stop once the loop has ended, while the workers still run (it may block until
+  // that transport's calls are done: they may need a worker to finish).
+  std::function<void()> on_drain, on_stop_now, before_workers_stop;
 };
 
 // A JSON error body, as every refusal of the HTTP layer sends it.

@@ -1,12 +1,12 @@
 #include "kserve_protocol.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "embedrt/half.hpp"
-#include "embedrt/version.hpp"
 #include "float_text.hpp"
 
 namespace embedrt::serve {
@@ -159,8 +159,7 @@ Result<std::uint64_t> scan_json(std::string_view text) {
   return scan.values;
 }
 
-Result<InferRequest> parse_infer_request(std::string_view body, std::optional<std::uint64_t> header_length,
-                                         std::uint64_t max_tokens) {
+Result<InferRequest> parse_infer_request(std::string_view body, std::optional<std::uint64_t> header_length) {
   std::string_view header_text = body, binary;
   if (header_length) {
     if (*header_length > body.size()) {
@@ -183,10 +182,10 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<st
     return bad("body is not valid JSON: " + without_library_tag(e.what()));
   }
   if (!doc.is_object() || !doc.contains("inputs") || !doc["inputs"].is_array()) return bad("body needs an \"inputs\" array");
-  InferRequest r;
+  InferRequest request;
+  InferInputs& r = request.inputs;
   if (doc.contains("id") && doc["id"].is_string()) r.id = doc["id"].get<std::string>();
   std::size_t binary_offset = 0;
-  const Tensor* ids = nullptr;
   std::vector<Tensor> tensors;
   tensors.reserve(doc["inputs"].size());
   for (std::size_t i = 0; i < doc["inputs"].size(); ++i) {
@@ -197,35 +196,14 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<st
   if (binary_offset != binary.size()) {
     return bad(std::to_string(binary.size() - binary_offset) + " bytes of binary data are not claimed by any input");
   }
-  for (const Tensor& t : tensors) {
-    if (t.name == "input_ids") ids = &t;
-  }
-  if (ids == nullptr) return bad("inputs: no \"input_ids\" tensor");
-  if (ids->shape.size() != 2) return bad("inputs 'input_ids': shape must be [batch, length]");
-  r.batch = static_cast<std::uint64_t>(ids->shape[0]);
-  r.length = static_cast<std::uint64_t>(ids->shape[1]);
-  if (r.batch * r.length > max_tokens) {
-    return bad("inputs 'input_ids': " + std::to_string(r.batch * r.length) + " tokens exceed --max-batch-tokens " +
-               std::to_string(max_tokens));
-  }
-  r.ids = ids->data;
-  for (const Tensor& t : tensors) {
-    if (&t == ids) continue;
-    if (t.name == "position_start") {
-      if (t.shape.size() != 1 || static_cast<std::uint64_t>(t.shape[0]) != r.batch) {
-        return bad("inputs 'position_start': shape must be [" + std::to_string(r.batch) + "], one start per sequence");
-      }
-      for (std::int64_t v : t.data) {
-        if (v < 0) return bad("inputs 'position_start': negative start " + std::to_string(v));
-        r.starts.push_back(static_cast<std::uint64_t>(v));
-      }
-    } else if (t.name == "token_type_ids") {
-      if (t.shape != ids->shape) return bad("inputs 'token_type_ids': shape must equal input_ids' shape");
-      r.segments = t.data;
-    } else {
-      return bad("inputs '" + t.name + "': unknown input (expected input_ids, position_start, token_type_ids)");
-    }
-  }
+  std::vector<InputTensor> named;
+  named.reserve(tensors.size());
+  for (Tensor& t : tensors) named.push_back({std::move(t.name), std::move(t.shape), std::move(t.data)});
+  auto assembled = assemble_inputs(std::move(named));
+  if (!assembled) return std::move(assembled).error();
+  std::string id = std::move(r.id);
+  r = std::move(*assembled);
+  r.id = std::move(id);
   // Binary output when any requested output asks for it (Triton's extension) or the request does.
   const auto wants_binary = [](const json& parameters) {
     return parameters.is_object() && parameters.contains("binary_data") && parameters["binary_data"].is_boolean() &&
@@ -234,100 +212,94 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<st
   if (doc.contains("parameters")) {
     const json& p = doc["parameters"];
     if (p.is_object() && p.contains("binary_data_output") && p["binary_data_output"].is_boolean()) {
-      r.binary_output = p["binary_data_output"].get<bool>();
+      request.binary_output = p["binary_data_output"].get<bool>();
     }
   }
   if (doc.contains("outputs") && doc["outputs"].is_array()) {
-    for (const json& o : doc["outputs"]) {
-      if (o.is_object() && o.contains("name") && o["name"] != "embeddings") {
-        return bad("outputs: unknown output " + o["name"].dump() + " (the model has \"embeddings\")");
+    for (std::size_t i = 0; i < doc["outputs"].size(); ++i) {
+      const json& o = doc["outputs"][i];
+      if (o.is_object() && o.contains("name")) {
+        if (!o["name"].is_string()) return bad("outputs[" + std::to_string(i) + "]: \"name\" must be a string");
+        r.outputs.push_back(o["name"].get<std::string>());
       }
-      if (o.is_object() && o.contains("parameters") && wants_binary(o["parameters"])) r.binary_output = true;
+      if (o.is_object() && o.contains("parameters") && wants_binary(o["parameters"])) request.binary_output = true;
     }
   }
-  return r;
+  return request;
 }
 
-namespace {
-
-const char* wire_datatype(OutputDType dtype) {
-  switch (dtype) {
-    case OutputDType::kBF16: return "BF16";
-    case OutputDType::kF16: return "FP16";
-    case OutputDType::kF32: break;
+Result<InferResponse> make_infer_response(const std::string& model, const std::string& id,
+                                          std::span<const OutputTensor> outputs, bool binary) {
+  std::string body = R"({"model_name":)" + json(model).dump() + R"(,"model_version":"1")";
+  if (!id.empty()) body += R"(,"id":)" + json(id).dump();
+  body += R"(,"outputs":[)";
+  std::size_t reserve = 0;
+  for (const OutputTensor& out : outputs) reserve += binary ? out.data.size() : out.data.size() / 2 * 12;
+  body.reserve(body.size() + reserve + 256 * outputs.size());
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    const OutputTensor& out = outputs[k];
+    if (k) body += ',';
+    body += R"({"name":)" + json(out.name).dump() + R"(,"datatype":")" + wire_datatype(out.dtype) + R"(","shape":[)";
+    for (std::size_t d = 0; d < out.shape.size(); ++d) body += (d ? "," : "") + std::to_string(out.shape[d]);
+    body += "]";
+    if (binary) {
+      body += R"(,"parameters":{"binary_data_size":)" + std::to_string(out.data.size()) + "}}";
+      continue;
+    }
+    // JSON: each element as the float it decodes to (16-bit values are exact in float32).
+    const std::size_t element = out.dtype == OutputDType::kF32 ? 4 : 2;
+    const std::size_t count = out.data.size() / element;
+    const std::uint64_t row = out.shape.empty() ? 1 : std::max<std::uint64_t>(1, out.shape.back());
+    body += R"(,"data":[)";
+    for (std::size_t i = 0; i < count; ++i) {
+      if (i) body += ',';
+      float value;
+      if (element == 4) {
+        std::memcpy(&value, out.data.data() + 4 * i, 4);
+      } else {
+        std::uint16_t bits;
+        std::memcpy(&bits, out.data.data() + 2 * i, 2);
+        value = out.dtype == OutputDType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+      }
+      if (!std::isfinite(value)) {
+        // JSON has no NaN or Infinity; writing them would hand the client a body it cannot parse.
+        return Error(ErrorCode::kUnsupported,
+                     out.name + " value " + std::to_string(i % row) + " of token " + std::to_string(i / row) + " is " +
+                         (std::isnan(value) ? "NaN" : "infinite") +
+                         ", which JSON cannot carry; ask for binary output (parameters.binary_data_output)");
+      }
+      text::append_float(body, value);
+    }
+    body += "]}";
   }
-  return "FP32";
-}
-
-}  // namespace
-
-Result<InferResponse> make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
-                                          OutputDType dtype, std::span<const std::byte> embeddings) {
-  std::string head = R"({"model_name":)" + json(model).dump() + R"(,"model_version":"1")";
-  if (!request.id.empty()) head += R"(,"id":)" + json(request.id).dump();
-  head += R"(,"outputs":[{"name":"embeddings","datatype":")" + std::string(wire_datatype(dtype)) + R"(","shape":[)" +
-          std::to_string(request.batch) + "," + std::to_string(request.length) + "," + std::to_string(dim) + "]";
+  body += "]}";
   InferResponse response;
-  if (request.binary_output) {
-    head += R"(,"parameters":{"binary_data_size":)" + std::to_string(embeddings.size()) + "}}]}";
-    response.header_length = head.size();
-    response.body = std::move(head);
-    response.body.append(reinterpret_cast<const char*>(embeddings.data()), embeddings.size());
-    return response;
+  if (binary) {
+    response.header_length = body.size();
+    for (const OutputTensor& out : outputs) body.append(reinterpret_cast<const char*>(out.data.data()), out.data.size());
   }
-  // JSON: each element as the float it decodes to (16-bit values are exact in float32).
-  const std::size_t element = dtype == OutputDType::kF32 ? 4 : 2;
-  const std::size_t count = embeddings.size() / element;
-  std::string body = std::move(head);
-  body.reserve(body.size() + count * 12 + 16);
-  body += R"(,"data":[)";
-  for (std::size_t i = 0; i < count; ++i) {
-    if (i) body += ',';
-    float value;
-    if (element == 4) {
-      std::memcpy(&value, embeddings.data() + 4 * i, 4);
-    } else {
-      std::uint16_t bits;
-      std::memcpy(&bits, embeddings.data() + 2 * i, 2);
-      value = dtype == OutputDType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
-    }
-    if (!std::isfinite(value)) {
-      // JSON has no NaN or Infinity; writing them would hand the client a body it cannot parse.
-      return Error(ErrorCode::kUnsupported,
-                   "embedding value " + std::to_string(i % dim) + " of token " + std::to_string(i / dim) + " is " +
-                       (std::isnan(value) ? "NaN" : "infinite") +
-                       ", which JSON cannot carry; ask for binary output (parameters.binary_data_output)");
-    }
-    text::append_float(body, value);
-  }
-  body += "]}]}";
   response.body = std::move(body);
   return response;
 }
 
-std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments, OutputDType dtype) {
-  json inputs = json::array({
-      {{"name", "input_ids"}, {"datatype", "INT64"}, {"shape", {-1, -1}}},
-      {{"name", "position_start"}, {"datatype", "INT64"}, {"shape", {-1}}, {"optional", true}},
-  });
-  if (has_segments) inputs.push_back({{"name", "token_type_ids"}, {"datatype", "INT64"}, {"shape", {-1, -1}}, {"optional", true}});
-  const json doc = {{"name", model}, {"versions", {"1"}}, {"platform", "embedrt"},
-                    {"inputs", inputs},
-                    {"outputs", json::array({{{"name", "embeddings"}, {"datatype", wire_datatype(dtype)},
-                                              {"shape", {-1, -1, static_cast<std::int64_t>(dim)}}}})}};
+std::string model_metadata_json(const ModelDescription& model) {
+  const auto tensors = [](const std::vector<TensorDescription>& list) {
+    json array = json::array();
+    for (const TensorDescription& t : list) {
+      json item = {{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}};
+      if (t.optional) item["optional"] = true;
+      array.push_back(std::move(item));
+    }
+    return array;
+  };
+  const json doc = {{"name", model.name}, {"versions", {model.version}}, {"platform", model.platform},
+                    {"inputs", tensors(model.inputs)}, {"outputs", tensors(model.outputs)}};
   return doc.dump();
 }
 
-std::string server_metadata_json() {
-  const json doc = {{"name", "embedrt"}, {"version", version()}, {"extensions", json::array({"binary_tensor_data"})}};
+std::string server_metadata_json(const ServerDescription& server) {
+  const json doc = {{"name", server.name}, {"version", server.version}, {"extensions", server.extensions}};
   return doc.dump();
-}
-
-std::string_view protocol_input(const Error& error) noexcept {
-  const std::string& field = error.context().field;
-  if (field == "segment_ids") return "token_type_ids";
-  if (field == "start" || field == "start_positions" || field == "position_ids") return "position_start";
-  return "input_ids";
 }
 
 std::string error_json(const std::string& message) { return json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace); }

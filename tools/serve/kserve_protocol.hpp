@@ -12,16 +12,14 @@
 
 #include "embedrt/embedder.hpp"
 #include "embedrt/error.hpp"
+#include "inference.hpp"
 
 namespace embedrt::serve {
 
+// A REST request: the protocol-neutral inputs (inference.hpp) and how the response travels.
 struct InferRequest {
-  std::string id;                     // echoed back when given
-  std::vector<std::int64_t> ids;      // input_ids, row-major [batch, length]
-  std::uint64_t batch = 0, length = 0;
-  std::vector<std::uint64_t> starts;  // position_start, one per sequence (empty: 0)
-  std::vector<std::int64_t> segments; // token_type_ids, like ids (empty: none)
-  bool binary_output = false;
+  InferInputs inputs;
+  bool binary_output = false;  // a requested output or the request asked for binary_data
 };
 
 // Checks `text` as JSON without building it (syntax, a nesting limit) and counts its values, so
@@ -29,9 +27,9 @@ struct InferRequest {
 Result<std::uint64_t> scan_json(std::string_view text);
 
 // `header_length`: the Inference-Header-Content-Length header when present (binary mode).
-// Errors are kInvalidArgument with a message naming the input and the problem.
-Result<InferRequest> parse_infer_request(std::string_view body, std::optional<std::uint64_t> header_length,
-                                         std::uint64_t max_tokens);
+// Errors are kInvalidArgument with a message naming the input and the problem. Limits that need
+// the model or the server's options (--max-batch-tokens, output names) are Inference::run's.
+Result<InferRequest> parse_infer_request(std::string_view body, std::optional<std::uint64_t> header_length);
 
 // JSON body of a response (floats written to round-trip float32 exactly), or, in binary mode,
 // the JSON header whose length goes in Inference-Header-Content-Length followed by the raw floats.
@@ -39,18 +37,14 @@ struct InferResponse {
   std::string body;
   std::optional<std::uint64_t> header_length;
 };
-// `embeddings` holds the output in `dtype` (FP32, BF16 or FP16 on the wire). A JSON response
-// refuses NaN and Infinity values (kUnsupported): JSON cannot spell them, binary output can.
-Result<InferResponse> make_infer_response(const std::string& model, const InferRequest& request, std::uint64_t dim,
-                                          OutputDType dtype, std::span<const std::byte> embeddings);
+// Each output's data is in its dtype (FP32, BF16 or FP16 on the wire). A JSON response refuses
+// NaN and Infinity values (kUnsupported): JSON cannot spell them, binary output can.
+Result<InferResponse> make_infer_response(const std::string& model, const std::string& id,
+                                          std::span<const OutputTensor> outputs, bool binary);
 
-std::string model_metadata_json(const std::string& model, std::uint64_t dim, bool has_segments, OutputDType dtype);
+std::string model_metadata_json(const ModelDescription& model);
 // GET /v2: the server's name, version and protocol extensions.
-std::string server_metadata_json();
+std::string server_metadata_json(const ServerDescription& server);
 std::string error_json(const std::string& message);
-
-// The KServe input an Embedder error is about, from its structured context (Error::context().field):
-// ids -> input_ids, segment_ids -> token_type_ids, start/start_positions -> position_start.
-std::string_view protocol_input(const Error& error) noexcept;
 
 }  // namespace embedrt::serve

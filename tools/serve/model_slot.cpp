@@ -26,8 +26,10 @@ Status ModelSlot::load(const std::string& name, const std::string& path, const E
   auto embedder = Embedder::create(std::move(*model), options);
   if (!embedder) return std::move(embedder).error();
   const std::uint64_t generation = get() ? get()->generation + 1 : 1;
-  auto next = std::make_shared<const ServedModel>(name, path, std::move(*embedder), generation,
-                                                  identity.value_or(FileIdentity{}));
+  // Braces, not make_shared's parentheses: clang 14 (the fuzz build) lacks C++20's parenthesized
+  // aggregate initialization.
+  std::shared_ptr<const ServedModel> next(
+      new ServedModel{name, path, std::move(*embedder), generation, identity.value_or(FileIdentity{})});
   std::lock_guard<std::mutex> lock(mutex_);
   current_ = std::move(next);
   return {};

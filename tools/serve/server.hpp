@@ -1,4 +1,5 @@
-// `embedrt serve`: the KServe v2 HTTP endpoints over one hot-reloadable model.
+// `embedrt serve`: the KServe v2 endpoints over one hot-reloadable model, over HTTP and,
+// with a gRPC port, over gRPC too.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,8 @@ struct ServerOptions {
   std::string name;  // default: the file's stem
   std::string host = "127.0.0.1";
   int port = 8080;
+  std::optional<int> grpc_port;  // KServe v2 over gRPC as well, when given
+  std::uint64_t grpc_max_calls = 1024;
   unsigned threads = 0;  // inference workers; 0: one per hardware thread
   std::uint64_t max_batch_tokens = 65536;
   std::optional<std::uint64_t> max_body_bytes;  // default: default_max_body_bytes(max_batch_tokens)

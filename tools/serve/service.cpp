@@ -19,12 +19,9 @@ HttpResponse json_response(int status, std::string body) {
 
 HttpResponse error_response(int status, const std::string& message) { return json_response(status, error_json(message)); }
 
-HttpResponse busy_response(const InflightBudget& budget, std::uint64_t wanted) {
-  HttpResponse response = error_response(
-      503, "the server is at its in-flight memory budget (" + std::to_string(budget.in_use()) + " of " +
-               std::to_string(budget.limit()) + " bytes, --max-inflight-bytes); this request needs " +
-               std::to_string(wanted) + " more; retry later");
-  response.headers.emplace_back("Retry-After", "1");
+HttpResponse refusal_response(const InferError& error) {
+  HttpResponse response = error_response(http_status(error.kind), error.message);
+  if (error.kind == Refusal::kBusy) response.headers.emplace_back("Retry-After", "1");
   return response;
 }
 
@@ -111,7 +108,8 @@ std::string path_of(std::string_view target) { return std::string(target.substr(
 
 }  // namespace
 
-Service::Service(const ServiceOptions& options, InflightBudget& budget) : options_(options), budget_(budget) {}
+Service::Service(const ServiceOptions& options, InflightBudget& budget)
+    : options_(options), budget_(budget), inference_(slot_, budget, options.max_batch_tokens) {}
 
 Status Service::load() {
   const Status s = slot_.load(options_.name, options_.model_path, {});
@@ -160,7 +158,7 @@ HttpResponse Service::handle(HttpRequest&& request) {
   auto model = slot_.get();
   const bool ready = model && !model->damaged.load();
   switch (route->endpoint) {
-    case Endpoint::kServer: return json_response(200, server_metadata_json());
+    case Endpoint::kServer: return json_response(200, server_metadata_json(describe_server()));
     case Endpoint::kLive: return json_response(200, R"({"live":true})");
     case Endpoint::kReady: return json_response(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
     case Endpoint::kMetrics: {
@@ -171,18 +169,11 @@ HttpResponse Service::handle(HttpRequest&& request) {
     default: break;
   }
   // Model endpoints: the name (and version, when given) must be the served one.
-  if (!model || route->model != model->name) {
-    return error_response(404, "model '" + route->model + "' is not served here" +
-                                   (model ? " (serving '" + model->name + "')" : std::string()));
-  }
-  if (route->version && *route->version != "1") {
-    return error_response(404, "model '" + route->model + "' has no version '" + *route->version + "' (it has version 1)");
-  }
+  auto found = inference_.find(route->model, route->version);
+  if (found.error) return refusal_response(*found.error);
+  model = std::move(found.model);
   switch (route->endpoint) {
-    case Endpoint::kModel: {
-      const Model& m = model->embedder.model();
-      return json_response(200, model_metadata_json(model->name, m.dim(), m.segment() != nullptr, natural_output_dtype(m)));
-    }
+    case Endpoint::kModel: return json_response(200, model_metadata_json(describe_model(*model)));
     case Endpoint::kModelReady: return json_response(ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
     case Endpoint::kLoad: {
       const Status s = load();
@@ -203,11 +194,7 @@ HttpResponse Service::handle(HttpRequest&& request) {
 }
 
 HttpResponse Service::infer(const std::shared_ptr<const ServedModel>& model, HttpRequest& request, std::uint64_t& tokens) {
-  if (model->damaged.load()) {
-    return error_response(503, "the model file " + model->path +
-                                   " was rewritten in place; the model is not ready until the file is valid again "
-                                   "and reloaded");
-  }
+  if (auto not_ready = inference_.check_ready(*model)) return refusal_response(*not_ready);
   std::optional<std::uint64_t> header_length;
   if (request.inference_header_length) {
     const std::string& value = *request.inference_header_length;
@@ -232,64 +219,23 @@ HttpResponse Service::infer(const std::shared_ptr<const ServedModel>& model, Htt
                                    std::to_string(budget_.limit()) + "; send fewer tokens or use binary tensors");
   }
   BudgetLease parse_lease = budget_.try_reserve(parse_bytes);
-  if (!parse_lease) return busy_response(budget_, parse_bytes);
-  auto parsed = parse_infer_request(request.body, header_length, options_.max_batch_tokens);
+  if (!parse_lease) return refusal_response(inference_.busy(parse_bytes));
+  auto parsed = parse_infer_request(request.body, header_length);
   if (!parsed) return error_response(400, parsed.error().message());
   request.body = std::string();  // the ids are parsed out; the text is no longer needed
 
-  const Model& m = model->embedder.model();
-  const std::uint64_t dim = m.dim();
-  // The model's own output dtype (bf16 for a bf16 table, as transformers computes it).
-  const OutputDType dtype = natural_output_dtype(m);
-  const std::uint64_t element = dtype == OutputDType::kF32 ? 4 : 2;
-  // ids <= --max-batch-tokens (2^32 at most) and dim < 2^32: these products cannot overflow.
-  const std::uint64_t count = parsed->ids.size() * dim;
-  const std::uint64_t output_bytes = count * element;
-  // A JSON response spells each value in at most 16 bytes ("-1.17549435e-38,").
-  const std::uint64_t text_bytes = (parsed->binary_output ? output_bytes : 16 * count) + 4096;
-  if (output_bytes + text_bytes > budget_.limit()) {
-    return error_response(400, "the response to " + std::to_string(parsed->ids.size()) + " tokens needs " +
-                                   std::to_string(output_bytes + text_bytes) + " bytes, more than --max-inflight-bytes " +
-                                   std::to_string(budget_.limit()) + "; send fewer tokens" +
-                                   (parsed->binary_output ? "" : " or ask for binary output"));
-  }
-  BudgetLease output_lease = budget_.try_reserve(output_bytes + text_bytes);
-  if (!output_lease) return busy_response(budget_, output_bytes + text_bytes);
-
-  std::vector<std::byte> out(output_bytes);
-  auto out_span = OutputSpan::from_bytes(out, dtype);
-  if (!out_span) return error_response(500, out_span.error().message());
-  EmbedRequest r;
-  r.ids = parsed->ids;
-  r.sequences = parsed->batch;
-  r.start_positions = parsed->starts;
-  r.segment_ids = parsed->segments;
-  if (Status s = model->embedder.embed(r, *out_span); !s) {
-    if (s.error().code() == ErrorCode::kIo) {
-      // The mapping lost pages (the file was truncated under it): never answer from it again.
-      model->damaged.store(true);
-      return error_response(503, s.error().message());
-    }
-    return error_response(400, std::string(protocol_input(s.error())) + ": " + s.error().message());
-  }
-  // A file rewritten in place without shrinking raises no fault: the mapping just shows the new
-  // bytes, possibly half of them. Any write moves the file's modification time, so a file still
-  // as it was when mapped, checked after the rows were read, means the rows were the model's.
-  if (const auto now = FileIdentity::of(model->path); now && now->same_file(model->identity) && *now != model->identity) {
-    model->damaged.store(true);
-    return error_response(503, "the model file " + model->path +
-                                   " changed in place while this request read it; the model is not ready until the "
-                                   "file is valid again and reloaded");
-  }
-  auto made = make_infer_response(model->name, *parsed, dim, dtype, out);
+  InferOutcome outcome = inference_.run(*model, parsed->inputs,
+                                        parsed->binary_output ? ResponseEncoding::kRaw : ResponseEncoding::kJsonText);
+  if (!outcome) return refusal_response(*outcome.error);
+  auto made = make_infer_response(model->name, parsed->inputs.id, outcome.outputs, parsed->binary_output);
   if (!made) return error_response(500, made.error().message());
-  tokens = parsed->ids.size();
+  tokens = outcome.tokens;
   HttpResponse response = json_response(200, std::move(made->body));
   if (made->header_length) {
     response.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*made->header_length));
     response.content_type = "application/octet-stream";
   }
-  response.lease = std::move(output_lease);
+  response.lease = std::move(outcome.lease);
   return response;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "http_server.hpp"
+#include "inference.hpp"
 #include "inflight_budget.hpp"
 #include "metrics.hpp"
 #include "model_slot.hpp"
@@ -37,6 +38,11 @@ class Service final : public RequestHandler {
   // (intact: it holds the old inode) until SIGHUP or POST .../load, as before.
   void watch_file(const std::function<void(std::function<void()>)>& run_later);
 
+  // The protocol-neutral inference path and the state the gRPC transport shares with REST.
+  const Inference& inference() const noexcept { return inference_; }
+  Metrics& metrics() noexcept { return metrics_; }
+  bool ready() const { return slot_.ready(); }
+
   // Wired by run_server: connection count for /metrics.
   std::function<std::uint64_t()> open_connections;
 
@@ -47,6 +53,7 @@ class Service final : public RequestHandler {
   ServiceOptions options_;
   InflightBudget& budget_;
   ModelSlot slot_;
+  Inference inference_;
   Metrics metrics_;
   // File watching state, I/O thread only.
   std::optional<FileIdentity> last_seen_, reload_tried_, replacement_told_;

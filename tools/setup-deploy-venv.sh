@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Makes the Python environment that validates tools/deploy/ offline (tests/deploy/): the KServe
+# SDK (its generated models of ServingRuntime and InferenceService) and kubernetes-validate (the
+# Kubernetes JSON schemas, bundled). Idempotent; prints the venv's python.
+#
+#   ./tools/setup-deploy-venv.sh          # creates build/deploy-venv (or $EMBEDRT_DEPLOY_VENV)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${EMBEDRT_DEPLOY_VENV:-$PWD/build/deploy-venv}
+python=$venv/bin/python
+packages=("kserve==0.21.0" "kubernetes-validate==1.37.0" "pyyaml>=6")
+if [ ! -x "$python" ] || ! "$python" -c "import kserve, kubernetes_validate, yaml" 2>/dev/null; then
+  echo "setup-deploy-venv: installing ${packages[*]} into $venv" >&2
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "${packages[@]}"
+fi
+echo "$python"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Makes the Python environment of the gRPC tests and load test: the real KServe/Triton client
+# (tritonclient[grpc], which brings grpcio and protobuf) from PyPI, plus hpack (HTTP/2 header blocks, for the hostile tests that write frames by hand) and xxhash for the project's
+# .embt writer. Idempotent: a venv that already imports them is left alone.
+#
+#   ./tools/setup-grpc-venv.sh            # creates build/grpc-venv (or $EMBEDRT_GRPC_VENV); prints its python
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${EMBEDRT_GRPC_VENV:-$PWD/build/grpc-venv}
+python=$venv/bin/python
+# Pinned so a test run today and one next month talk to the server with the same client.
+packages=("tritonclient[grpc]==2.73.0" "numpy>=1.24" "xxhash>=3" "hpack>=4")
+if [ ! -x "$python" ] || ! "$python" -c "import tritonclient.grpc, numpy, xxhash, hpack" 2>/dev/null; then
+  echo "setup-grpc-venv: installing ${packages[*]} into $venv" >&2
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "${packages[@]}"
+fi
+echo "$python"
