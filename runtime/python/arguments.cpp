@@ -1,0 +1,318 @@
+#include "arguments.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "errors.hpp"
+
+namespace embedrt::python {
+namespace {
+
+namespace dlpack = nb::dlpack;
+
+// Python objects the hot path needs, looked up once under the GIL and kept for the life of the
+// process (never released: static destructors may run after the interpreter is gone).
+PyObject* numpy_attr(const char* name) {
+  static PyObject* numpy = nb::module_::import_("numpy").release().ptr();
+  return nb::object(nb::borrow(numpy).attr(name)).release().ptr();
+}
+
+PyObject* numpy_asarray() {
+  static PyObject* f = numpy_attr("asarray");
+  return f;
+}
+
+PyObject* numpy_uint16() {
+  static PyObject* t = numpy_attr("uint16");
+  return t;
+}
+
+// ml_dtypes.bfloat16's numpy dtype, imported on first use (only bf16 outputs need it).
+PyObject* numpy_bfloat16() {
+  static PyObject* dtype = [] {
+    nb::object scalar = nb::module_::import_("ml_dtypes").attr("bfloat16");
+    return nb::borrow(numpy_attr("dtype"))(scalar).release().ptr();
+  }();
+  return dtype;
+}
+
+std::string class_name(nb::handle object) { return Py_TYPE(object.ptr())->tp_name; }
+
+std::string dtype_text(const dlpack::dtype& t) {
+  const char* kind = "?";
+  switch (static_cast<dlpack::dtype_code>(t.code)) {
+    case dlpack::dtype_code::Int: kind = "int"; break;
+    case dlpack::dtype_code::UInt: kind = "uint"; break;
+    case dlpack::dtype_code::Float: kind = "float"; break;
+    case dlpack::dtype_code::Bfloat: kind = "bfloat"; break;
+    case dlpack::dtype_code::Complex: kind = "complex"; break;
+    case dlpack::dtype_code::Bool: return "bool";
+    default: return "code " + std::to_string(t.code) + " (" + std::to_string(t.bits) + " bits)";
+  }
+  std::string text = kind + std::to_string(t.bits);
+  if (t.lanes != 1) text += "x" + std::to_string(t.lanes);
+  return text;
+}
+
+std::string shape_text(std::span<const std::int64_t> shape) {
+  std::string text = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+std::string python_text(nb::handle object) {
+  nb::str text = nb::str(object);
+  return text.c_str();
+}
+
+// numpy arrays of ml_dtypes.bfloat16 are exported neither through the buffer protocol nor
+// through DLPack; they are read as uint16 and known to be bf16. Only asked after the ordinary
+// import failed, so other outputs pay nothing for it (numpy's dtype.name runs Python code).
+bool is_numpy_bfloat16_array(nb::handle object) {
+  if (std::strcmp(Py_TYPE(object.ptr())->tp_name, "numpy.ndarray") != 0) return false;
+  nb::object dtype = nb::getattr(object, "dtype", nb::none());
+  return dtype.ptr() == numpy_bfloat16();
+}
+
+std::int64_t load(const std::byte* p, int bits) {
+  if (bits == 64) {
+    std::int64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  std::int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+std::size_t element_bytes(OutputDType dtype) { return output_element_bytes(dtype); }
+
+// Elements and bytes of an output of this shape and dtype, refused when they overflow.
+std::size_t output_elements(std::span<const std::int64_t> shape) {
+  std::size_t n = 1;
+  for (std::int64_t d : shape) {
+    if (__builtin_mul_overflow(n, static_cast<std::size_t>(d), &n)) {
+      raise_invalid("ids", "an output of shape " + shape_text(shape) + " does not fit in memory");
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+IntArray read_int_array(nb::handle object, std::string_view argument) {
+  IntArray result;
+  if (PyLong_Check(object.ptr()) && !PyBool_Check(object.ptr())) {
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(object.ptr(), &overflow);
+    if (overflow != 0) raise_invalid(argument, python_text(object) + " is past the range of int64");
+    result.values.push_back(value);
+    return result;
+  }
+  nb::ndarray<nb::ro, nb::device::cpu> array;
+  nb::object converted;
+  bool from_list = false;
+  if (!nb::try_cast(object, array, false)) {
+    if (!PyList_Check(object.ptr()) && !PyTuple_Check(object.ptr())) {
+      raise_invalid(argument, "expected int32 or int64 values in a CPU array (buffer protocol or DLPack), a list "
+                              "or an int; got " + class_name(object));
+    }
+    PyObject* made = PyObject_CallOneArg(numpy_asarray(), object.ptr());
+    if (made == nullptr) {
+      nb::python_error error;
+      raise_invalid(argument, "cannot be read as an array: " + python_text(error.value()));
+    }
+    converted = nb::steal(made);
+    if (!nb::try_cast(converted, array, false)) {
+      raise_invalid(argument, "holds values that are not integers (numpy reads it as " +
+                                  python_text(converted.attr("dtype")) + ")");
+    }
+    from_list = true;
+  }
+  const int ndim = static_cast<int>(array.ndim());
+  if (ndim > 2) raise_invalid(argument, std::to_string(ndim) + " dimensions; expected at most 2");
+  const dlpack::dtype dt = array.dtype();
+  std::size_t count = 1;
+  for (int i = 0; i < ndim; ++i) {
+    result.shape[i] = static_cast<std::int64_t>(array.shape(static_cast<std::size_t>(i)));
+    if (__builtin_mul_overflow(count, array.shape(static_cast<std::size_t>(i)), &count)) {
+      raise_invalid(argument, "has more values than memory can hold");
+    }
+  }
+  result.ndim = ndim;
+  if (from_list && count == 0) return result;  // numpy reads [] as float64; it holds no value
+  const bool integer = dt.code == static_cast<std::uint8_t>(dlpack::dtype_code::Int) && dt.lanes == 1 &&
+                       (dt.bits == 32 || dt.bits == 64);
+  if (!integer) raise_invalid(argument, "dtype " + dtype_text(dt) + "; expected int32 or int64");
+
+  result.values.resize(count);
+  if (count == 0) return result;
+  // Strides in elements, any sign; a 1-D or 0-D array is a single row.
+  const std::int64_t rows = ndim == 2 ? result.shape[0] : 1;
+  const std::int64_t cols = ndim == 0 ? 1 : result.shape[ndim - 1];
+  const std::int64_t row_stride = ndim == 2 ? array.stride(0) : 0;
+  const std::int64_t col_stride = ndim == 0 ? 0 : array.stride(static_cast<std::size_t>(ndim - 1));
+  const auto* base = static_cast<const std::byte*>(array.data());
+  const std::int64_t size = dt.bits / 8;
+  std::int64_t* out = result.values.data();
+  if (dt.bits == 64 && col_stride == 1 && (rows == 1 || row_stride == cols)) {
+    std::memcpy(out, base, count * sizeof(std::int64_t));
+    return result;
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      *out++ = load(base + (r * row_stride + c * col_stride) * size, dt.bits);
+    }
+  }
+  return result;
+}
+
+std::optional<DTypeRequest> read_dtype(nb::handle object) {
+  if (object.is_none()) return std::nullopt;
+  std::string name;
+  DTypeRequest request;
+  if (nb::isinstance<nb::str>(object)) {
+    name = nb::str(object).c_str();
+  } else if (std::strcmp(Py_TYPE(object.ptr())->tp_name, "torch.dtype") == 0) {
+    name = python_text(object);  // "torch.float32"
+    if (name.rfind("torch.", 0) == 0) name.erase(0, 6);
+    request.torch = true;
+  } else {
+    PyObject* dtype = PyObject_CallOneArg(numpy_attr("dtype"), object.ptr());
+    if (dtype == nullptr) {
+      PyErr_Clear();
+      raise_invalid("dtype", "expected float32, bfloat16 or float16 (a name, a numpy dtype or a torch dtype); got " +
+                                 python_text(object));
+    }
+    name = python_text(nb::steal(dtype).attr("name"));
+  }
+  if (name == "f32" || name == "float32") {
+    request.dtype = OutputDType::kF32;
+  } else if (name == "bf16" || name == "bfloat16") {
+    request.dtype = OutputDType::kBF16;
+  } else if (name == "f16" || name == "float16") {
+    request.dtype = OutputDType::kF16;
+  } else {
+    raise_invalid("dtype", "'" + name + "'; expected float32, bfloat16 or float16");
+  }
+  return request;
+}
+
+OutputArray checked_output(nb::handle out, std::span<const std::int64_t> shape,
+                           const std::optional<DTypeRequest>& requested) {
+  OutputArray result;
+  result.result = nb::borrow(out);
+  nb::object source = result.result;
+  bool imported = nb::try_cast(source, result.view, false);
+  bool bfloat16_numpy = false;
+  if (!imported && is_numpy_bfloat16_array(out)) {
+    bfloat16_numpy = true;
+    source = out.attr("view")(nb::handle(numpy_uint16()));
+    imported = nb::try_cast(source, result.view, false);
+  }
+  if (!imported) {
+    nb::ndarray<nb::ro, nb::device::cpu> readonly;
+    if (nb::try_cast(source, readonly, false)) raise_invalid("out", "is read-only");
+    if (nb::getattr(out, "requires_grad", nb::bool_(false)).is(Py_True)) {
+      raise_invalid("out", "requires grad: embedrt writes it outside autograd (pass out.detach())");
+    }
+    raise_invalid("out", "expected a writable CPU array (buffer protocol or DLPack); got " + class_name(out));
+  }
+  const dlpack::dtype dt = result.view.dtype();
+  const auto code = static_cast<dlpack::dtype_code>(dt.code);
+  if (dt.lanes == 1 && code == dlpack::dtype_code::Float && dt.bits == 32) {
+    result.dtype = OutputDType::kF32;
+  } else if (dt.lanes == 1 && code == dlpack::dtype_code::Float && dt.bits == 16) {
+    result.dtype = OutputDType::kF16;
+  } else if (dt.lanes == 1 && dt.bits == 16 &&
+             (code == dlpack::dtype_code::Bfloat || (bfloat16_numpy && code == dlpack::dtype_code::UInt))) {
+    result.dtype = OutputDType::kBF16;
+  } else {
+    raise_invalid("out", "dtype " + dtype_text(dt) + "; expected float32, bfloat16 or float16");
+  }
+  if (requested && requested->dtype != result.dtype) {
+    raise_invalid("dtype", std::string(output_dtype_name(requested->dtype)) + " but out is " +
+                               std::string(output_dtype_name(result.dtype)));
+  }
+  std::vector<std::int64_t> actual(result.view.ndim());
+  for (std::size_t i = 0; i < actual.size(); ++i) actual[i] = static_cast<std::int64_t>(result.view.shape(i));
+  if (!std::equal(actual.begin(), actual.end(), shape.begin(), shape.end())) {
+    raise_invalid("out", "shape " + shape_text(actual) + "; expected " + shape_text(shape));
+  }
+  // C order, ignoring dimensions of one element (whose stride means nothing); an empty array
+  // has nothing to write.
+  std::int64_t expected_stride = 1;
+  const bool empty = std::find(actual.begin(), actual.end(), 0) != actual.end();
+  for (std::size_t i = actual.size(); !empty && i-- > 0;) {
+    if (actual[i] != 1 && result.view.stride(i) != expected_stride) {
+      raise_invalid("out", "is not C-contiguous: embedrt writes whole rows in place, so it cannot write through "
+                           "strides (pass a contiguous array)");
+    }
+    expected_stride *= actual[i];
+  }
+  result.data = result.view.data();
+  result.elements = output_elements(shape);
+  return result;
+}
+
+OutputArray new_output(std::span<const std::int64_t> shape, DTypeRequest request) {
+  OutputArray result;
+  result.dtype = request.dtype;
+  result.elements = output_elements(shape);
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(result.elements, element_bytes(request.dtype), &bytes) || bytes > (SIZE_MAX >> 1)) {
+    raise_invalid("ids", "an output of shape " + shape_text(shape) + " does not fit in memory");
+  }
+  if (request.torch) {
+    nb::module_ torch = nb::module_::import_("torch");
+    const char* name = request.dtype == OutputDType::kF32 ? "float32" : request.dtype == OutputDType::kBF16 ? "bfloat16" : "float16";
+    nb::tuple dims = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(shape.size())));
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      PyTuple_SET_ITEM(dims.ptr(), static_cast<Py_ssize_t>(i), nb::int_(shape[i]).release().ptr());
+    }
+    result.result = torch.attr("empty")(dims, nb::arg("dtype") = torch.attr(name));
+    result.data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(result.result.attr("data_ptr")()));
+    return result;
+  }
+  // numpy: 64-byte aligned memory owned by a capsule that the array keeps as its base.
+  void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64 * (bytes == 0));
+  if (memory == nullptr) throw std::bad_alloc();
+  nb::capsule owner(memory, [](void* p) noexcept { std::free(p); });
+  std::size_t dims[3] = {};
+  for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = static_cast<std::size_t>(shape[i]);
+  const dlpack::dtype dt = request.dtype == OutputDType::kF32
+                               ? dlpack::dtype{static_cast<std::uint8_t>(dlpack::dtype_code::Float), 32, 1}
+                           : request.dtype == OutputDType::kF16
+                               ? dlpack::dtype{static_cast<std::uint8_t>(dlpack::dtype_code::Float), 16, 1}
+                               : dlpack::dtype{static_cast<std::uint8_t>(dlpack::dtype_code::UInt), 16, 1};
+  nb::ndarray<nb::numpy> array(memory, shape.size(), dims, owner, nullptr, dt);
+  result.result = array.cast();
+  if (request.dtype == OutputDType::kBF16) result.result = result.result.attr("view")(nb::handle(numpy_bfloat16()));
+  result.data = memory;
+  return result;
+}
+
+std::string read_path(nb::handle object, std::string_view argument) {
+  PyObject* path = PyOS_FSPath(object.ptr());
+  if (path == nullptr) {
+    PyErr_Clear();
+    raise_invalid(argument, "expected a path (str, bytes or os.PathLike); got " + class_name(object));
+  }
+  nb::object owned = nb::steal(path);
+  nb::object bytes = PyUnicode_Check(path) ? nb::steal(PyUnicode_EncodeFSDefault(path)) : owned;
+  if (!bytes.is_valid()) {
+    nb::python_error error;
+    raise_invalid(argument, "cannot be encoded as a file name: " + python_text(error.value()));
+  }
+  std::string text(PyBytes_AsString(bytes.ptr()), static_cast<std::size_t>(PyBytes_Size(bytes.ptr())));
+  if (text.find('\0') != std::string::npos) raise_invalid(argument, "contains a NUL byte");
+  if (text.empty()) raise_invalid(argument, "is empty");
+  return text;
+}
+
+}  // namespace embedrt::python
