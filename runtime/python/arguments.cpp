@@ -79,6 +79,16 @@ bool is_numpy_bfloat16_array(nb::handle object) {
   return dtype.ptr() == numpy_bfloat16();
 }
 
+// torch tensors, found by their C base class (torch is never imported for this).
+bool is_torch_tensor(nb::handle object) {
+  PyObject* mro = Py_TYPE(object.ptr())->tp_mro;
+  if (mro == nullptr) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    if (std::strcmp(reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_name, "torch._C.TensorBase") == 0) return true;
+  }
+  return false;
+}
+
 std::int64_t load(const std::byte* p, int bits) {
   if (bits == 64) {
     std::int64_t v;
@@ -207,6 +217,10 @@ OutputArray checked_output(nb::handle out, std::span<const std::int64_t> shape,
                            const std::optional<DTypeRequest>& requested) {
   OutputArray result;
   result.result = nb::borrow(out);
+  // torch's own out= refuses these too; its DLPack export would hand over the storage anyway.
+  if (is_torch_tensor(out) && nb::getattr(out, "requires_grad").is(Py_True)) {
+    raise_invalid("out", "requires grad: embedrt writes it outside autograd (pass out.detach())");
+  }
   nb::object source = result.result;
   bool imported = nb::try_cast(source, result.view, false);
   bool bfloat16_numpy = false;
@@ -218,9 +232,6 @@ OutputArray checked_output(nb::handle out, std::span<const std::int64_t> shape,
   if (!imported) {
     nb::ndarray<nb::ro, nb::device::cpu> readonly;
     if (nb::try_cast(source, readonly, false)) raise_invalid("out", "is read-only");
-    if (nb::getattr(out, "requires_grad", nb::bool_(false)).is(Py_True)) {
-      raise_invalid("out", "requires grad: embedrt writes it outside autograd (pass out.detach())");
-    }
     raise_invalid("out", "expected a writable CPU array (buffer protocol or DLPack); got " + class_name(out));
   }
   const dlpack::dtype dt = result.view.dtype();

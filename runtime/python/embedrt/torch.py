@@ -14,6 +14,7 @@ runtime/python/examples/transformers_inputs_embeds.py shows the whole path, logi
 """
 import sys
 import weakref
+from typing import Any, Optional
 
 import torch
 
@@ -28,7 +29,7 @@ _SCALED_INSIDE_EMBEDDING = {"gemma"}
 _checked = weakref.WeakKeyDictionary()  # Model -> None (fits) or the reason it does not
 
 
-def _reason_not_inputs_embeds(model):
+def _reason_not_inputs_embeds(model) -> Optional[str]:
     metadata = model.metadata
     family = metadata.get("model.family", "custom")
     extra_tables = sorted(t["role"] for t in model.tables if t["role"] not in ("token", "other"))
@@ -50,7 +51,7 @@ def _reason_not_inputs_embeds(model):
     return None
 
 
-def check_inputs_embeds(model):
+def check_inputs_embeds(model) -> None:
     """Raises embedrt.UnsupportedError when ``model``'s output is not what transformers calls
     ``inputs_embeds`` for its family (see the module's docstring); the answer is kept per model."""
     try:
@@ -61,7 +62,8 @@ def check_inputs_embeds(model):
         raise UnsupportedError(reason)
 
 
-def inputs_embeds(model, input_ids, *, dtype=None, out=None, threads=None):
+def inputs_embeds(model, input_ids: Any, *, dtype: Optional[torch.dtype] = None, out: Optional[torch.Tensor] = None,
+                  threads: Optional[int] = None) -> torch.Tensor:
     """The ``inputs_embeds`` a transformers model computes from ``input_ids``, from embedrt.
 
     Args:
