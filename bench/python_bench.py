@@ -11,6 +11,7 @@ each contender:
     out=its own) at once, tokens per second over all of them (the GIL is released for the work,
     so this should grow with N up to the core count), and the same for decode calls (whose time
     is mostly Python's own, under the GIL: these do not scale).
+Where torch is importable, decode with torch tensors in and out is measured too (DLPack).
 Every contender rotates through 8 random id batches per shape, as `embedrt bench` does. The report
 is the median of the R samples and ratios between medians.
 
@@ -130,6 +131,17 @@ def main():
                                                                                      out=batch_out)),
             "8x1024 Python, new array": lambda: 8 * CONTEXT / timed(lambda k: model.embed(batch_ids[k % ID_SETS])),
         }
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            torch_ids = [torch.from_numpy(ids) for ids in decode_ids]
+            torch_out = torch.empty(1, 1, DIM)
+            contenders["decode Python, torch ids, out= torch"] = lambda: timed(
+                lambda k: model.embed(torch_ids[k % ID_SETS], starts=starts, out=torch_out))
+            contenders["decode Python, torch ids, new torch tensor"] = lambda: timed(
+                lambda k: model.embed(torch_ids[k % ID_SETS], starts=starts, dtype=torch.float32))
         for n in range(1, CORES + 1):
             contenders[f"8x1024 x {n} Python threads (threads=1 each)"] = (
                 lambda n=n: concurrent_rate(model, batch_ids, n, (8, CONTEXT, DIM), threads=1))
@@ -153,6 +165,10 @@ def main():
     cd, po, pn = (median[k] for k in ("decode C++ (embedrt bench)", "decode Python, out=", "decode Python, new array"))
     lines.append(f"| decode, 1 token, ns per call (1 thread) | {cd * 1e9:.0f} | {po * 1e9:.0f} | {pn * 1e9:.0f} | "
                  f"+{(po - cd) * 1e9:.0f} ns | +{(pn - cd) * 1e9:.0f} ns |")
+    if "decode Python, torch ids, out= torch" in median:
+        to_, tn_ = median["decode Python, torch ids, out= torch"], median["decode Python, torch ids, new torch tensor"]
+        lines.append(f"| decode with torch tensors (torch {sys.modules['torch'].__version__}), ns per call | {cd * 1e9:.0f} | "
+                     f"{to_ * 1e9:.0f} | {tn_ * 1e9:.0f} | +{(to_ - cd) * 1e9:.0f} ns | +{(tn_ - cd) * 1e9:.0f} ns |")
     ct, to, tn = (median[k] for k in ("8x1024 C++ (embedrt bench)", "8x1024 Python, out=", "8x1024 Python, new array"))
     lines.append(f"| 8x1024 tokens, M tokens/s (all cores) | {ct / 1e6:.2f} | {to / 1e6:.2f} | {tn / 1e6:.2f} | "
                  f"{to / ct:.3f}x | {tn / ct:.3f}x |")

@@ -89,6 +89,16 @@ bool is_torch_tensor(nb::handle object) {
   return false;
 }
 
+// A numpy view of a CPU torch tensor's memory (Tensor.numpy(): no copy), or an invalid object when
+// torch refuses (a CUDA tensor, one that requires grad, a dtype numpy lacks). torch's __dlpack__
+// costs several microseconds a call, .numpy() a fraction of that: this is the decode path of a
+// torch-driven engine.
+nb::object torch_numpy_view(nb::handle tensor) {
+  PyObject* view = PyObject_CallMethod(tensor.ptr(), "numpy", nullptr);
+  if (view == nullptr) PyErr_Clear();
+  return nb::steal(view);
+}
+
 std::int64_t load(const std::byte* p, int bits) {
   if (bits == 64) {
     std::int64_t v;
@@ -123,6 +133,9 @@ IntArray read_int_array(nb::handle object, std::string_view argument) {
     if (overflow != 0) raise_invalid(argument, python_text(object) + " is past the range of int64");
     result.values.push_back(value);
     return result;
+  }
+  if (is_torch_tensor(object)) {
+    if (nb::object view = torch_numpy_view(object); view.is_valid()) return read_int_array(view, argument);
   }
   nb::ndarray<nb::ro, nb::device::cpu> array;
   nb::object converted;
@@ -217,15 +230,26 @@ OutputArray checked_output(nb::handle out, std::span<const std::int64_t> shape,
                            const std::optional<DTypeRequest>& requested) {
   OutputArray result;
   result.result = nb::borrow(out);
-  // torch's own out= refuses these too; its DLPack export would hand over the storage anyway.
-  if (is_torch_tensor(out) && nb::getattr(out, "requires_grad").is(Py_True)) {
-    raise_invalid("out", "requires grad: embedrt writes it outside autograd (pass out.detach())");
-  }
   nb::object source = result.result;
+  bool bfloat16_bits = false;
+  if (is_torch_tensor(out)) {
+    // torch's own out= refuses these too; its DLPack export would hand over the storage anyway.
+    if (nb::getattr(out, "requires_grad").is(Py_True)) {
+      raise_invalid("out", "requires grad: embedrt writes it outside autograd (pass out.detach())");
+    }
+    if (nb::object view = torch_numpy_view(out); view.is_valid()) {
+      source = view;
+    } else if (python_text(out.attr("dtype")) == "torch.bfloat16") {
+      nb::object int16 = nb::module_::import_("torch").attr("int16");
+      if (nb::object bits = torch_numpy_view(out.attr("view")(int16)); bits.is_valid()) {
+        source = bits;
+        bfloat16_bits = true;  // int16 bits known to be bf16
+      }
+    }
+  }
   bool imported = nb::try_cast(source, result.view, false);
-  bool bfloat16_numpy = false;
   if (!imported && is_numpy_bfloat16_array(out)) {
-    bfloat16_numpy = true;
+    bfloat16_bits = true;
     source = out.attr("view")(nb::handle(numpy_uint16()));
     imported = nb::try_cast(source, result.view, false);
   }
@@ -241,7 +265,8 @@ OutputArray checked_output(nb::handle out, std::span<const std::int64_t> shape,
   } else if (dt.lanes == 1 && code == dlpack::dtype_code::Float && dt.bits == 16) {
     result.dtype = OutputDType::kF16;
   } else if (dt.lanes == 1 && dt.bits == 16 &&
-             (code == dlpack::dtype_code::Bfloat || (bfloat16_numpy && code == dlpack::dtype_code::UInt))) {
+             (code == dlpack::dtype_code::Bfloat ||
+              (bfloat16_bits && (code == dlpack::dtype_code::UInt || code == dlpack::dtype_code::Int)))) {
     result.dtype = OutputDType::kBF16;
   } else {
     raise_invalid("out", "dtype " + dtype_text(dt) + "; expected float32, bfloat16 or float16");
@@ -279,18 +304,8 @@ OutputArray new_output(std::span<const std::int64_t> shape, DTypeRequest request
   if (__builtin_mul_overflow(result.elements, element_bytes(request.dtype), &bytes) || bytes > (SIZE_MAX >> 1)) {
     raise_invalid("ids", "an output of shape " + shape_text(shape) + " does not fit in memory");
   }
-  if (request.torch) {
-    nb::module_ torch = nb::module_::import_("torch");
-    const char* name = request.dtype == OutputDType::kF32 ? "float32" : request.dtype == OutputDType::kBF16 ? "bfloat16" : "float16";
-    nb::tuple dims = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(shape.size())));
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      PyTuple_SET_ITEM(dims.ptr(), static_cast<Py_ssize_t>(i), nb::int_(shape[i]).release().ptr());
-    }
-    result.result = torch.attr("empty")(dims, nb::arg("dtype") = torch.attr(name));
-    result.data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(result.result.attr("data_ptr")()));
-    return result;
-  }
-  // numpy: 64-byte aligned memory owned by a capsule that the array keeps as its base.
+  // 64-byte aligned memory owned by a capsule that the numpy array keeps as its base; a torch
+  // result wraps that array (torch.from_numpy costs a third of torch.empty).
   void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64 * (bytes == 0));
   if (memory == nullptr) throw std::bad_alloc();
   nb::capsule owner(memory, [](void* p) noexcept { std::free(p); });
@@ -303,7 +318,13 @@ OutputArray new_output(std::span<const std::int64_t> shape, DTypeRequest request
                                : dlpack::dtype{static_cast<std::uint8_t>(dlpack::dtype_code::UInt), 16, 1};
   nb::ndarray<nb::numpy> array(memory, shape.size(), dims, owner, nullptr, dt);
   result.result = array.cast();
-  if (request.dtype == OutputDType::kBF16) result.result = result.result.attr("view")(nb::handle(numpy_bfloat16()));
+  if (request.torch) {
+    nb::module_ torch = nb::module_::import_("torch");
+    result.result = torch.attr("from_numpy")(result.result);
+    if (request.dtype == OutputDType::kBF16) result.result = result.result.attr("view")(torch.attr("bfloat16"));
+  } else if (request.dtype == OutputDType::kBF16) {
+    result.result = result.result.attr("view")(nb::handle(numpy_bfloat16()));
+  }
   result.data = memory;
   return result;
 }

@@ -203,6 +203,8 @@ def test_residency_populate_and_pathlike(gpt2_like):
         np.testing.assert_array_equal(model.embed(IDS), gpt2_reference(tok, pos, IDS))
     with embedrt.Model(bytes(path)) as model:
         assert model.dim == DIM
+    with embedrt.Model(path, lock_in_memory=True) as model:  # a few KiB: within any mlock limit
+        np.testing.assert_array_equal(model.embed(IDS), gpt2_reference(tok, pos, IDS))
 
 
 def test_module_information():
