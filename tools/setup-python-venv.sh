@@ -50,7 +50,7 @@ dist=build/python/dist
 rm -rf "$dist"
 echo "setup-python-venv: building the embedrt wheel (build/python/ keeps the CMake build)" >&2
 "$venv/bin/pip" wheel "${pip_quiet[@]}" --no-deps --no-build-isolation -w "$dist" \
-  --config-settings=cmake.define.EMBEDRT_WERROR=ON .
+  --config-settings=build-dir=build/python/{wheel_tag} --config-settings=cmake.define.EMBEDRT_WERROR=ON .
 wheel=$(ls "$dist"/embedrt-*.whl)
 
 for target in "$venv" "${also[@]}"; do

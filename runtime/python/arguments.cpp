@@ -72,7 +72,7 @@ std::string python_text(nb::handle object) {
 
 // numpy arrays of ml_dtypes.bfloat16 are exported neither through the buffer protocol nor
 // through DLPack; they are read as uint16 and known to be bf16. Only asked after the ordinary
-// import failed, so other outputs pay nothing for it (numpy's dtype.name runs Python code).
+// import failed, so other outputs pay nothing for it.
 bool is_numpy_bfloat16_array(nb::handle object) {
   if (std::strcmp(Py_TYPE(object.ptr())->tp_name, "numpy.ndarray") != 0) return false;
   nb::object dtype = nb::getattr(object, "dtype", nb::none());
@@ -110,8 +110,6 @@ std::int64_t load(const std::byte* p, int bits) {
   return v;
 }
 
-std::size_t element_bytes(OutputDType dtype) { return output_element_bytes(dtype); }
-
 // Elements and bytes of an output of this shape and dtype, refused when they overflow.
 std::size_t output_elements(std::span<const std::int64_t> shape) {
   std::size_t n = 1;
@@ -135,7 +133,9 @@ IntArray read_int_array(nb::handle object, std::string_view argument) {
     return result;
   }
   if (is_torch_tensor(object)) {
-    if (nb::object view = torch_numpy_view(object); view.is_valid()) return read_int_array(view, argument);
+    // (A subclass whose numpy() returns a tensor again takes the DLPack path: no recursion.)
+    nb::object view = torch_numpy_view(object);
+    if (view.is_valid() && !is_torch_tensor(view)) return read_int_array(view, argument);
   }
   nb::ndarray<nb::ro, nb::device::cpu> array;
   nb::object converted;
@@ -301,7 +301,7 @@ OutputArray new_output(std::span<const std::int64_t> shape, DTypeRequest request
   result.dtype = request.dtype;
   result.elements = output_elements(shape);
   std::size_t bytes = 0;
-  if (__builtin_mul_overflow(result.elements, element_bytes(request.dtype), &bytes) || bytes > (SIZE_MAX >> 1)) {
+  if (__builtin_mul_overflow(result.elements, output_element_bytes(request.dtype), &bytes) || bytes > (SIZE_MAX >> 1)) {
     raise_invalid("ids", "an output of shape " + shape_text(shape) + " does not fit in memory");
   }
   // 64-byte aligned memory owned by a capsule that the numpy array keeps as its base; a torch

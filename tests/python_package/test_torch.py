@@ -102,3 +102,23 @@ def test_transformers_logits_from_embedrt_are_bit_exact(capsys):
     assert example.main([]) == 0
     printed = capsys.readouterr().out
     assert printed.count("bit-exact") == 2 and "llama:" in printed and "gemma3_text:" in printed, printed
+
+
+def test_tensor_subclasses_that_misbehave(gpt2):
+    """A subclass whose numpy() returns itself or raises is read through DLPack instead."""
+    model, tok, pos = gpt2
+
+    class Itself(torch.Tensor):
+        def numpy(self, *args, **kwargs):
+            return self
+
+    class Raises(torch.Tensor):
+        def numpy(self, *args, **kwargs):
+            raise RuntimeError("no numpy today")
+
+    expected = (tok[IDS] + pos[:5]).numpy()
+    for cls in (Itself, Raises):
+        np.testing.assert_array_equal(model.embed(IDS.as_subclass(cls)), expected)
+        out = torch.zeros(2, 5, DIM).as_subclass(cls)
+        assert model.embed(IDS, out=out) is out
+        np.testing.assert_array_equal(out.as_subclass(torch.Tensor).numpy(), expected)
