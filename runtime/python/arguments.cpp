@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "errors.hpp"
@@ -12,30 +13,41 @@ namespace {
 
 namespace dlpack = nb::dlpack;
 
-// Python objects the hot path needs, looked up once under the GIL and kept for the life of the
-// process (never released: static destructors may run after the interpreter is gone).
-PyObject* numpy_attr(const char* name) {
-  static PyObject* numpy = nb::module_::import_("numpy").release().ptr();
-  return nb::object(nb::borrow(numpy).attr(name)).release().ptr();
+// Python objects the hot path needs, looked up on first use and kept for the life of the
+// process (never released: static destructors may run after the interpreter is gone). Not C++
+// function-local statics: an import runs Python code, which may hand the GIL to another thread,
+// and that thread would then wait on the C++ initialization guard while holding the GIL: a
+// deadlock. Instead each slot is filled under the GIL; two threads may both look it up, and the
+// second result is dropped.
+template <typename Make>
+PyObject* cached(PyObject*& slot, Make make) {
+  if (slot == nullptr) {
+    nb::object value = make();
+    if (slot == nullptr) slot = value.release().ptr();
+  }
+  return slot;
 }
 
+
 PyObject* numpy_asarray() {
-  static PyObject* f = numpy_attr("asarray");
-  return f;
+  static PyObject* slot = nullptr;
+  return cached(slot, [] { return nb::module_::import_("numpy").attr("asarray"); });
+}
+
+PyObject* numpy_dtype() {
+  static PyObject* slot = nullptr;
+  return cached(slot, [] { return nb::module_::import_("numpy").attr("dtype"); });
 }
 
 PyObject* numpy_uint16() {
-  static PyObject* t = numpy_attr("uint16");
-  return t;
+  static PyObject* slot = nullptr;
+  return cached(slot, [] { return nb::module_::import_("numpy").attr("uint16"); });
 }
 
 // ml_dtypes.bfloat16's numpy dtype, imported on first use (only bf16 outputs need it).
 PyObject* numpy_bfloat16() {
-  static PyObject* dtype = [] {
-    nb::object scalar = nb::module_::import_("ml_dtypes").attr("bfloat16");
-    return nb::borrow(numpy_attr("dtype"))(scalar).release().ptr();
-  }();
-  return dtype;
+  static PyObject* slot = nullptr;
+  return cached(slot, [] { return nb::borrow(numpy_dtype())(nb::module_::import_("ml_dtypes").attr("bfloat16")); });
 }
 
 std::string class_name(nb::handle object) { return Py_TYPE(object.ptr())->tp_name; }
@@ -99,6 +111,68 @@ nb::object torch_numpy_view(nb::handle tensor) {
   return nb::steal(view);
 }
 
+// torch.Tensor itself (not a subclass, whose methods could say anything) on the CPU, contiguous,
+// without a negative bit: its dtype, shape and data pointer from torch's own accessors, about half
+// the cost of Tensor.numpy() and a fifth of __dlpack__ (bench/python_bench.py, decode with torch).
+struct PlainTensor {
+  std::byte* data = nullptr;
+  dlpack::dtype dtype;
+  int ndim = 0;
+  std::int64_t shape[3] = {0, 0, 0};
+};
+
+PyObject* interned(const char* name) { return PyUnicode_InternFromString(name); }
+
+std::optional<PlainTensor> plain_torch_tensor(nb::handle object) {
+  static constexpr const char* kNames[5] = {"int32", "int64", "float32", "float16", "bfloat16"};
+  static constexpr dlpack::dtype kDTypes[5] = {{0, 32, 1}, {0, 64, 1}, {2, 32, 1}, {2, 16, 1}, {4, 16, 1}};
+  // Interning runs no Python code, so these may be C++ statics.
+  static PyObject* const names[] = {interned("dtype"), interned("is_cpu"), interned("is_contiguous"),
+                                    interned("is_neg"), interned("shape"), interned("data_ptr")};
+  if (!is_torch_tensor(object)) return std::nullopt;  // torch is imported: a tensor exists
+  static PyObject* tensor_type = nullptr;
+  static PyObject* dtypes[5] = {};
+  if (cached(tensor_type, [] { return nb::module_::import_("torch").attr("Tensor"); }) !=
+      reinterpret_cast<PyObject*>(Py_TYPE(object.ptr()))) {
+    return std::nullopt;
+  }
+  for (int i = 0; i < 5; ++i) cached(dtypes[i], [i] { return nb::module_::import_("torch").attr(kNames[i]); });
+  PlainTensor t;
+  nb::object dtype = nb::steal(PyObject_GetAttr(object.ptr(), names[0]));
+  int which = 0;
+  while (which < 5 && dtype.ptr() != dtypes[which]) ++which;
+  if (which == 5) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  t.dtype = kDTypes[which];
+  const auto is_true = [](PyObject* value) {
+    const bool yes = value == Py_True;
+    Py_XDECREF(value);
+    return yes;
+  };
+  if (!is_true(PyObject_GetAttr(object.ptr(), names[1])) ||
+      !is_true(PyObject_CallMethodNoArgs(object.ptr(), names[2])) ||
+      is_true(PyObject_CallMethodNoArgs(object.ptr(), names[3])) || PyErr_Occurred() != nullptr) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  nb::object shape = nb::steal(PyObject_GetAttr(object.ptr(), names[4]));
+  if (!shape.is_valid() || !PyTuple_Check(shape.ptr()) || PyTuple_GET_SIZE(shape.ptr()) > 3) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  t.ndim = static_cast<int>(PyTuple_GET_SIZE(shape.ptr()));
+  for (int i = 0; i < t.ndim; ++i) t.shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), i));
+  nb::object pointer = nb::steal(PyObject_CallMethodNoArgs(object.ptr(), names[5]));
+  if (!pointer.is_valid() || PyErr_Occurred() != nullptr) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  t.data = static_cast<std::byte*>(PyLong_AsVoidPtr(pointer.ptr()));
+  return t;
+}
+
 std::int64_t load(const std::byte* p, int bits) {
   if (bits == 64) {
     std::int64_t v;
@@ -130,6 +204,22 @@ IntArray read_int_array(nb::handle object, std::string_view argument) {
     const long long value = PyLong_AsLongLongAndOverflow(object.ptr(), &overflow);
     if (overflow != 0) raise_invalid(argument, python_text(object) + " is past the range of int64");
     result.values.push_back(value);
+    return result;
+  }
+  if (const std::optional<PlainTensor> t = plain_torch_tensor(object); t && t->ndim <= 2 &&
+      t->dtype.code == 0 && (t->dtype.bits == 32 || t->dtype.bits == 64)) {
+    result.ndim = t->ndim;
+    std::size_t count = 1;
+    for (int i = 0; i < t->ndim; ++i) {
+      result.shape[i] = t->shape[i];
+      count *= static_cast<std::size_t>(t->shape[i]);  // the tensor exists: no overflow
+    }
+    result.values.resize(count);
+    if (t->dtype.bits == 64 && count > 0) {
+      std::memcpy(result.values.data(), t->data, count * sizeof(std::int64_t));
+    } else {
+      for (std::size_t i = 0; i < count; ++i) result.values[i] = load(t->data + i * 4, 32);
+    }
     return result;
   }
   if (is_torch_tensor(object)) {
@@ -206,7 +296,7 @@ std::optional<DTypeRequest> read_dtype(nb::handle object) {
     if (name.rfind("torch.", 0) == 0) name.erase(0, 6);
     request.torch = true;
   } else {
-    PyObject* dtype = PyObject_CallOneArg(numpy_attr("dtype"), object.ptr());
+    PyObject* dtype = PyObject_CallOneArg(numpy_dtype(), object.ptr());
     if (dtype == nullptr) {
       PyErr_Clear();
       raise_invalid("dtype", "expected float32, bfloat16 or float16 (a name, a numpy dtype or a torch dtype); got " +
@@ -236,6 +326,20 @@ OutputArray checked_output(nb::handle out, std::span<const std::int64_t> shape,
     // torch's own out= refuses these too; its DLPack export would hand over the storage anyway.
     if (nb::getattr(out, "requires_grad").is(Py_True)) {
       raise_invalid("out", "requires grad: embedrt writes it outside autograd (pass out.detach())");
+    }
+    if (const std::optional<PlainTensor> t = plain_torch_tensor(out); t && t->dtype.code != 0) {
+      result.dtype = t->dtype.code == 4 ? OutputDType::kBF16 : t->dtype.bits == 32 ? OutputDType::kF32 : OutputDType::kF16;
+      if (requested && requested->dtype != result.dtype) {
+        raise_invalid("dtype", std::string(output_dtype_name(requested->dtype)) + " but out is " +
+                                   std::string(output_dtype_name(result.dtype)));
+      }
+      if (!std::equal(t->shape, t->shape + t->ndim, shape.begin(), shape.end())) {
+        raise_invalid("out", "shape " + shape_text({t->shape, static_cast<std::size_t>(t->ndim)}) + "; expected " +
+                                 shape_text(shape));
+      }
+      result.data = t->data;
+      result.elements = output_elements(shape);
+      return result;
     }
     if (nb::object view = torch_numpy_view(out); view.is_valid()) {
       source = view;

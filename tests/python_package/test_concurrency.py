@@ -105,3 +105,26 @@ def test_close_while_other_threads_embed(gpt2_like):
         for t in threads:
             t.join()
         assert set(outcomes) <= {"finished", "the model is closed"}, outcomes
+
+
+def test_first_calls_from_many_threads_at_once(gpt2_like):
+    """The first calls of a process import numpy and ml_dtypes, which runs Python code and can hand
+    the GIL to another thread: no thread may then wait for the importing one while holding the GIL
+    (a fresh interpreter, so the imports really happen during the calls)."""
+    import subprocess
+    import sys
+    script = f"""
+import threading, embedrt
+model = embedrt.Model({str(gpt2_like[0])!r})
+results = []
+def first_call():
+    results.append(model.embed([[1, 2, 3]], dtype="bf16").shape)
+threads = [threading.Thread(target=first_call) for _ in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+assert results == [(1, 3, 24)] * 16, results
+print("ok")
+"""
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
