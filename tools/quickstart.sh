@@ -2,6 +2,7 @@
 # The main job, end to end: install, build Release, make a GPT-2-shaped model from PyTorch
 # embedding tables (vocab 50257, dim 768, context 1024), inspect and verify it, embed a batch,
 # and print a throughput figure beside the machine's memory-copy bandwidth.
+# Last, the Python package is built and installed into a venv, and used in three lines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
@@ -52,3 +53,11 @@ echo "==> throughput: embedrt bench (GPT-2 shape, 8 x 1024 tokens, all cores) be
 "$embedrt" bench "$model" --roofline --seconds 1
 echo "==> single-token decode latency"
 "$embedrt" bench "$model" --batch 1 --seq 1 --threads 1 --seconds 1 | tail -1
+
+echo "==> the Python package: pip install . into build/python-venv (tools/setup-python-venv.sh), then three lines"
+./tools/setup-python-venv.sh
+build/python-venv/bin/python - "$model" <<'PY'
+import sys, embedrt
+model = embedrt.Model(sys.argv[1])
+print(model, "\n", model.embed([[464, 2068, 7586], [21831, 18045, 625]])[:, :, :4])
+PY

@@ -7,6 +7,7 @@
 #   EMBEDRT_SANITIZE=thread ./tools/test.sh   # Release, then ThreadSanitizer instead of ASan+UBSan
 #   EMBEDRT_TSAN=0 ./tools/test.sh       # skip the ThreadSanitizer pass over the unit tests
 #   EMBEDRT_FUZZ=0 ./tools/test.sh       # skip the bounded libFuzzer run (FUZZ_SECONDS per target, default 15)
+#   EMBEDRT_PYTHON=0 ./tools/test.sh     # skip the Python package (built with pip, tested with pytest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
@@ -26,6 +27,21 @@ run_suite() {  # run_suite BUILD_DIR [cmake args...]
 # Warnings are errors in the main build (cmake/Warnings.cmake); the sanitizer and fuzz builds
 # keep them as warnings, since their instrumentation makes GCC and clang warn differently.
 run_suite build/release -DCMAKE_BUILD_TYPE=Release -DEMBEDRT_WERROR=ON
+
+# The Python package (pyproject.toml), built once into a wheel (warnings as errors) and tested
+# twice: in build/python-venv without torch, and in the torch + transformers venv of
+# tools/setup-hf-venv.sh (DLPack with torch tensors, embedrt.torch, the transformers example).
+# A skipped test fails the run (tests/python_package/conftest.py).
+if [ "${EMBEDRT_PYTHON:-1}" != 0 ]; then
+  hf_venv=${EMBEDRT_HF_VENV:-$PWD/build/hf-venv}
+  ./tools/setup-hf-venv.sh
+  ./tools/setup-python-venv.sh --also "$hf_venv"
+  export EMBEDRT_CLI=$PWD/build/release/tools/embedrt
+  echo "==> pytest tests/python_package (without torch)"
+  "${EMBEDRT_PYTHON_VENV:-build/python-venv}/bin/python" -m pytest -q -p no:cacheprovider tests/python_package -m "not torch"
+  echo "==> pytest tests/python_package (torch, transformers)"
+  ./tools/setup-hf-venv.sh --run -m pytest -q -p no:cacheprovider tests/python_package -m torch
+fi
 
 sanitizers=${EMBEDRT_SANITIZE:-address,undefined}
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 ${TSAN_OPTIONS:-}"

@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -8,6 +7,7 @@
 #include <variant>
 
 #include "commands.hpp"
+#include "inspect_json.hpp"
 #include "embedrt/import.hpp"
 #include "embedrt/table_file.hpp"
 #include "text_format.hpp"
@@ -27,56 +27,6 @@ std::string value_text(const MetadataValue& value) {
     }
     else return std::to_string(v);
   }, value);
-}
-
-nlohmann::ordered_json to_json(const TableFile& file) {
-  const Metadata& m = file.metadata();
-  nlohmann::ordered_json doc;
-  doc["path"] = file.path();
-  doc["format"] = std::to_string(file.version_major()) + "." + std::to_string(file.version_minor());
-  doc["file_size"] = file.file_size();
-  doc["metadata"] = {
-      {"model.family", m.family},
-      {"source.files", m.source_files},
-      {"source.dtype", m.source_dtype},
-      {"context_length", m.context_length},
-      {"position.offset", m.position_offset},
-      {"position.kind", position_kind_name(m.position_kind)},
-      {"token.scale", m.token_scale},
-      {"output.scale", m.output_scale},
-      {"norm.epsilon", m.norm_epsilon},
-  };
-  if (m.padding_id >= 0) doc["metadata"]["position.padding_id"] = m.padding_id;
-  // 1.2 rules of the primary output (output.name, output.shape, ...), then the other outputs.
-  for (const auto& [key, value] : output_rule_values(m.primary(), true)) {
-    if (!doc["metadata"].contains(key)) std::visit([&, k = key](const auto& v) { doc["metadata"][k] = v; }, value);
-  }
-  for (const auto& [key, value] : m.extra) {
-    std::visit([&, k = key](const auto& v) { doc["metadata"][k] = v; }, value);
-  }
-  auto& outputs = doc["outputs"] = nlohmann::ordered_json::array();
-  outputs.push_back({{"name", m.name}, {"primary", true}});
-  for (const OutputRules& o : m.outputs) {
-    nlohmann::ordered_json entry = {{"name", o.name}, {"primary", false}};
-    for (const auto& [key, value] : output_rule_values(o, false)) {
-      std::visit([&, k = key](const auto& v) { entry[k] = v; }, value);
-    }
-    outputs.push_back(std::move(entry));
-  }
-  auto& tables = doc["tables"] = nlohmann::ordered_json::array();
-  for (const TableView& t : file.tables()) {
-    char checksum[19];
-    std::snprintf(checksum, sizeof checksum, "0x%016llx", static_cast<unsigned long long>(t.checksum));
-    tables.push_back({{"name", t.name},
-                      {"role", role_name(t.role)},
-                      {"dtype", dtype_name(t.dtype)},
-                      {"shape", {t.rows, t.dim}},
-                      {"row_stride", t.row_stride},
-                      {"offset", t.offset},
-                      {"size", t.bytes.size()},
-                      {"checksum", checksum}});
-  }
-  return doc;
 }
 
 void print_text(const TableFile& file) {
@@ -125,45 +75,13 @@ void print_text(const TableFile& file) {
   }
 }
 
-// True when the file starts with the .embt magic (anything else is inspected as a checkpoint).
-bool is_embt(const std::string& path) {
-  unsigned char magic[8] = {};
-  // Not a regular file (a FIFO would block fopen forever): let TableFile::open refuse it.
-  std::error_code ignored;
-  if (!std::filesystem::is_regular_file(path, ignored)) return true;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return true;  // let TableFile::open report the error
-  const std::size_t n = std::fread(magic, 1, sizeof magic, f);
-  std::fclose(f);
-  static constexpr unsigned char kMagic[8] = {0x89, 'E', 'M', 'B', '\r', '\n', 0x1a, '\n'};
-  return n >= 4 && std::memcmp(magic, kMagic, 4) == 0;
-}
-
 int inspect_checkpoint(const std::string& path, bool json) {
   auto checkpoint = import::open_checkpoint({path});
   if (!checkpoint) return report(checkpoint.error());
   // What convert would do with it: the recipe and its evidence, or why none fits.
   auto plan = import::plan_model(*checkpoint);
   if (json) {
-    nlohmann::ordered_json doc;
-    doc["files"] = checkpoint->files;
-    doc["formats"] = checkpoint->formats;
-    if (!checkpoint->config_path.empty()) doc["config"] = checkpoint->config_path;
-    if (plan) {
-      doc["recipe"] = {{"name", plan->family}, {"evidence", plan->explanation}};
-      for (const import::ChosenTable& c : plan->tables) doc["recipe"]["tables"][std::string(role_name(c.role))] = c.tensor->name;
-    } else {
-      doc["recipe"] = {{"error", plan.error().message()}};
-    }
-    auto& tensors = doc["tensors"] = nlohmann::ordered_json::array();
-    for (const import::SourceTensor& t : checkpoint->tensors) {
-      tensors.push_back({{"name", t.name},
-                         {"dtype", import::source_dtype_name(t.dtype)},
-                         {"shape", t.shape},
-                         {"strides", t.strides},
-                         {"storage_offset", t.storage_offset}});
-    }
-    std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", describe::checkpoint_json(*checkpoint, plan).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;
   }
   for (std::size_t i = 0; i < checkpoint->files.size(); ++i) {
@@ -197,11 +115,11 @@ Runner add_inspect_command(CLI::App& app) {
   cmd->add_flag("--json", *json, "print one JSON object");
   return [path, json]() {
     std::error_code error;
-    if (!is_embt(*path) || std::filesystem::is_directory(*path, error)) return inspect_checkpoint(*path, *json);
+    if (!describe::looks_like_embt(*path) || std::filesystem::is_directory(*path, error)) return inspect_checkpoint(*path, *json);
     auto file = TableFile::open(*path);
     if (!file) return report(file.error());
     if (*json) {
-      std::printf("%s\n", to_json(*file).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      std::printf("%s\n", describe::table_file_json(*file).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       print_text(*file);
     }

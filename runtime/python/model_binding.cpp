@@ -1,0 +1,322 @@
+// embedrt.Model: an opened .embt file and its Embedders, and Model.embed.
+//
+// A call reads and checks every Python argument under the GIL (arguments.hpp), then releases
+// the GIL for the work on table data, so Python threads embedding at once run in parallel as
+// C++ threads do. The requests to come (several named outputs, pooled bags, prefetch) take the
+// same steps: read the ids, choose the output(s), release the GIL, call the Embedder.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/task_arena.h>
+#include <thread>
+
+#include "arguments.hpp"
+#include "bindings.hpp"
+#include "errors.hpp"
+#include "inspect_json.hpp"
+#include "python_json.hpp"
+
+namespace embedrt::python {
+namespace {
+
+// Most threads one call may ask for: enough for any machine this runs on, and a bound on the
+// arenas kept below.
+int max_threads() {
+  static const int limit = std::max(256, static_cast<int>(std::thread::hardware_concurrency()));
+  return limit;
+}
+
+// One oneTBB arena per thread count a call asked for, shared by every model, made on first use
+// and kept for the life of the process (an arena cannot be destroyed while a call may run in it;
+// max_threads() bounds how many there can be).
+tbb::task_arena* arena_of(int threads) {
+  static std::mutex mutex;
+  static auto* arenas = new std::map<int, std::unique_ptr<tbb::task_arena>>();
+  std::lock_guard lock(mutex);
+  auto& arena = (*arenas)[threads];
+  if (!arena) arena = std::make_unique<tbb::task_arena>(threads);
+  return arena.get();
+}
+
+// One open model, shared by its Python object and every call in flight: close() drops the
+// object's reference, and calls already running finish on the mapping they hold.
+class ModelState {
+ public:
+  ModelState(Model model, Embedder embedder) : model_(std::move(model)), embedder_(std::move(embedder)) {}
+
+  const Model& model() const noexcept { return model_; }
+  const Embedder& embedder() const noexcept { return embedder_; }
+
+  // The Embedder that runs on an arena of `threads` threads (with the same ISA).
+  const Embedder& embedder(int threads) const {
+    std::lock_guard lock(mutex_);
+    auto& sized = sized_[threads];
+    if (!sized) {
+      EmbedderOptions options;
+      options.isa = embedder_.isa();
+      options.arena = arena_of(threads);
+      auto made = Embedder::create(model_, options);
+      if (!made) raise_error(std::move(made).error());
+      sized = std::make_unique<const Embedder>(std::move(*made));
+    }
+    return *sized;
+  }
+
+ private:
+  Model model_;
+  Embedder embedder_;  // the default arena: every core
+  mutable std::mutex mutex_;
+  mutable std::map<int, std::unique_ptr<const Embedder>> sized_;
+};
+
+class PyModel {
+ public:
+  PyModel(std::shared_ptr<const ModelState> state, std::string path) : state_(std::move(state)), path_(std::move(path)) {}
+
+  std::shared_ptr<const ModelState> live() const {
+    if (!state_) throw RaisedError(Error(ErrorCode::kInvalidArgument, "the model is closed", {.file = path_}));
+    return state_;
+  }
+  void close() noexcept { state_.reset(); }
+  bool closed() const noexcept { return state_ == nullptr; }
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::shared_ptr<const ModelState> state_;  // null once closed
+  std::string path_;
+};
+
+// One output of a model, as Model.outputs lists it.
+struct OutputInfo {
+  std::string name;
+  std::uint64_t dim;
+  std::vector<std::uint64_t> shape;  // per token
+  std::string dtype;                 // the natural output dtype: what embed() returns by default
+};
+
+nb::object decoded_path(const std::string& path) {
+  return nb::steal(PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
+}
+
+void init_model(PyModel* self, nb::handle path, const std::string& residency, bool lock_in_memory) {
+  const std::string file = read_path(path, "path");
+  OpenOptions options;
+  if (residency == "populate") {
+    options.populate = true;
+  } else if (residency != "mmap") {
+    raise_invalid("residency", "'" + residency + "'; expected 'mmap' or 'populate'");
+  }
+  options.lock_in_memory = lock_in_memory;
+  std::optional<Result<Model>> model;
+  std::optional<Result<Embedder>> embedder;
+  {
+    nb::gil_scoped_release release;  // populate and mlock read the whole file
+    model.emplace(Model::open(file, options));
+    if (*model) embedder.emplace(Embedder::create(**model));
+  }
+  if (!*model) raise_error(std::move(*model).error());
+  if (!*embedder) raise_error(std::move(*embedder).error());
+  new (self) PyModel(std::make_shared<const ModelState>(std::move(**model), std::move(**embedder)), file);
+}
+
+// The positions argument or the segments argument: one value per id, in the ids' shape.
+IntArray per_token(nb::handle object, std::string_view argument, const IntArray& ids) {
+  IntArray values = read_int_array(object, argument);
+  if (values.ndim != ids.ndim || values.shape[0] != ids.shape[0] || values.shape[1] != ids.shape[1]) {
+    const auto text = [](const IntArray& a) {
+      std::string s = "(";
+      for (int i = 0; i < a.ndim; ++i) s += (i ? ", " : "") + std::to_string(a.shape[i]);
+      return s + (a.ndim == 1 ? ",)" : ")");
+    };
+    raise_invalid(argument, "shape " + text(values) + "; expected " + text(ids) + ", the shape of ids");
+  }
+  return values;
+}
+
+nb::object embed(const PyModel& self, nb::handle ids, nb::handle positions, nb::handle starts, nb::handle segments,
+                 nb::handle out, nb::handle dtype, nb::handle threads) {
+  const std::shared_ptr<const ModelState> state = self.live();
+  const Model& model = state->model();
+
+  const IntArray tokens = read_int_array(ids, "ids");
+  if (tokens.ndim == 0) raise_invalid("ids", "a single value; expected shape [L] or [B, L]");
+  const std::uint64_t sequences = tokens.ndim == 2 ? static_cast<std::uint64_t>(tokens.shape[0]) : 1;
+  EmbedRequest request;
+  request.ids = tokens.values;
+  request.sequences = sequences;
+
+  IntArray position_ids, segment_ids;
+  std::vector<std::uint64_t> start_positions;
+  if (!positions.is_none()) {
+    position_ids = per_token(positions, "positions", tokens);
+    request.position_ids = position_ids.values;
+  }
+  if (!starts.is_none()) {
+    if (!positions.is_none()) raise_invalid("starts", "positions and starts exclude each other; give one");
+    const IntArray given = read_int_array(starts, "starts");
+    const bool one_per_sequence = given.ndim == 1 && static_cast<std::uint64_t>(given.shape[0]) == sequences;
+    if (given.ndim != 0 && !one_per_sequence) {
+      raise_invalid("starts", "expected an int or one start per sequence (" + std::to_string(sequences) + " values); got " +
+                                  std::to_string(given.values.size()) + " values in " + std::to_string(given.ndim) + " dimensions");
+    }
+    for (std::size_t i = 0; i < given.values.size(); ++i) {
+      if (given.values[i] < 0) raise_invalid("starts", "value " + std::to_string(given.values[i]) + " at index " + std::to_string(i) + " is negative");
+    }
+    if (given.ndim == 0) {
+      request.start = static_cast<std::uint64_t>(given.values[0]);
+    } else {
+      start_positions.assign(given.values.begin(), given.values.end());
+      request.start_positions = start_positions;
+    }
+  }
+  if (!segments.is_none()) {
+    segment_ids = per_token(segments, "segments", tokens);
+    request.segment_ids = segment_ids.values;
+  }
+
+  const Embedder* embedder = &state->embedder();
+  if (!threads.is_none()) {
+    if (!PyLong_Check(threads.ptr()) || PyBool_Check(threads.ptr())) raise_invalid("threads", "expected an int or None");
+    const long n = PyLong_AsLong(threads.ptr());
+    if (PyErr_Occurred() != nullptr || n < 1 || n > max_threads()) {
+      PyErr_Clear();
+      raise_invalid("threads", "expected 1 to " + std::to_string(max_threads()) + "; got " + nb::str(threads).c_str());
+    }
+    embedder = &state->embedder(static_cast<int>(n));
+  }
+
+  std::int64_t shape[3];
+  std::size_t rank = 0;
+  for (int i = 0; i < tokens.ndim; ++i) shape[rank++] = tokens.shape[i];
+  shape[rank++] = static_cast<std::int64_t>(model.dim());
+  const std::optional<DTypeRequest> requested = read_dtype(dtype);
+  OutputArray target = out.is_none()
+                           ? new_output({shape, rank}, requested.value_or(DTypeRequest{natural_output_dtype(model), false}))
+                           : checked_output(out, {shape, rank}, requested);
+  auto span = OutputSpan::from_bytes({static_cast<std::byte*>(target.data), target.elements * output_element_bytes(target.dtype)},
+                                     target.dtype);
+  if (!span) raise_error(std::move(span).error());
+
+  std::optional<Status> status;
+  {
+    nb::gil_scoped_release release;
+    status.emplace(embedder->embed(request, *span));
+  }
+  if (!*status) raise_error(std::move(*status).error());
+  return target.result;
+}
+
+constexpr const char* kEmbedDoc = R"(Embeds token ids: the model's first-layer input for each token.
+
+Args:
+  ids: int32 or int64 token ids, shape [L] (one sequence) or [B, L] (B sequences of L tokens):
+    a numpy array, a torch or jax tensor (anything with the buffer protocol or DLPack, on the
+    CPU), or a list. Any strides; the ids are copied (8 bytes a token) before the work starts.
+  positions: position ids, one per token, in the shape of ids. Excludes `starts`.
+  starts: where each sequence's positions start (decoding with a KV cache continues at the
+    cached length): an int for every sequence, or one per sequence, shape [B].
+  segments: token type ids (BERT), in the shape of ids.
+  out: the array to write into, of shape ids.shape + (dim,): writable, C-contiguous, float32,
+    bfloat16 (torch.bfloat16 or ml_dtypes.bfloat16) or float16. Returned as given.
+  dtype: the output dtype when `out` is not given: "float32", "bfloat16", "float16" (or "f32",
+    "bf16", "f16"), a numpy dtype, or a torch dtype, which makes the result a torch tensor.
+    Default: the model's natural dtype (bf16 tables answer in bf16, as transformers does).
+  threads: run on an arena of this many threads (default: every core). Requests writing less
+    than 256 KiB always run on the calling thread.
+
+Returns:
+  `out`, or a new array of shape ids.shape + (dim,) that owns its memory: a numpy array, or a
+  torch tensor when `dtype` is a torch dtype.
+
+Raises:
+  InvalidArgumentError (a ValueError) for a wrong shape, dtype or argument, naming it;
+  OutOfRangeError (a ValueError) for an id, position or segment past its table, naming the
+  sequence and position. Nothing is written unless every id is valid.
+
+The GIL is released while the rows are gathered: Python threads embedding at once run in
+parallel.)";
+
+}  // namespace
+
+void bind_model(nb::module_& m) {
+  nb::class_<OutputInfo>(m, "OutputInfo", "One output of a model: its name, values per token, shape per token and natural dtype.")
+      .def_ro("name", &OutputInfo::name, "The output's name: \"embeddings\".")
+      .def_ro("dim", &OutputInfo::dim, "Values per token.")
+      .def_prop_ro("shape", [](const OutputInfo& o) {
+            nb::list dims;
+            for (std::uint64_t d : o.shape) dims.append(d);
+            return nb::tuple(dims);
+          }, "The shape of one token's output: (dim,).")
+      .def_ro("dtype", &OutputInfo::dtype, "The dtype embed() returns by default: \"f32\", \"bf16\" or \"f16\".")
+      .def("__repr__", [](const OutputInfo& o) {
+        return "OutputInfo(name='" + o.name + "', dim=" + std::to_string(o.dim) + ", dtype='" + o.dtype + "')";
+      });
+
+  nb::class_<PyModel>(m, "Model", nb::is_weak_referenceable(), R"(An opened .embt model: memory-mapped, validated, shared by every thread.
+
+Model(path, residency="mmap", lock_in_memory=False)
+
+  path: the .embt file (str, bytes or os.PathLike).
+  residency: "mmap" maps the file and lets the page cache bring rows in on first use (opening
+    costs O(1)); "populate" reads every page in at open.
+  lock_in_memory: mlock the mapping so it is never paged out; refused (OSError) if the system
+    does not allow it.
+
+A Model is immutable and thread-safe; close() (or a with block) releases the mapping once the
+calls in flight have finished.)")
+      .def("__init__", &init_model, nb::arg("path"), nb::arg("residency") = "mmap", nb::arg("lock_in_memory") = false)
+      .def("embed", &embed, nb::arg("ids").none(), nb::kw_only(), nb::arg("positions") = nb::none(), nb::arg("starts") = nb::none(),
+           nb::arg("segments") = nb::none(), nb::arg("out") = nb::none(), nb::arg("dtype") = nb::none(),
+           nb::arg("threads") = nb::none(), kEmbedDoc)
+      .def_prop_ro("path", [](const PyModel& self) { return decoded_path(self.path()); }, "The file's path.")
+      .def_prop_ro("dim", [](const PyModel& self) { return self.live()->model().dim(); }, "Values per token.")
+      .def_prop_ro("vocab_size", [](const PyModel& self) { return self.live()->model().vocab_size(); },
+                   "Rows of the token table: ids are in [0, vocab_size).")
+      .def_prop_ro("max_positions", [](const PyModel& self) -> std::optional<std::uint64_t> {
+            const Model& model = self.live()->model();
+            if (model.position() == nullptr) return std::nullopt;
+            return model.max_positions();
+          }, "Positions accepted (start + length), or None when the model has no position table.")
+      .def_prop_ro("table_dtype", [](const PyModel& self) { return std::string(dtype_name(self.live()->model().token().dtype)); },
+                   "The token table's dtype: \"f32\", \"bf16\", \"f16\" or \"int8\".")
+      .def_prop_ro("isa", [](const PyModel& self) { return std::string(isa_name(self.live()->embedder().isa())); },
+                   "The kernels' instruction set: \"avx512\", \"avx2\", \"sse4.2\" or \"scalar\" (EMBEDRT_ISA forces one).")
+      .def_prop_ro("metadata", [](const PyModel& self) { return to_python(describe::metadata_json(self.live()->model().metadata())); },
+                   "The file's metadata as a dict (the \"metadata\" of embedrt.inspect()).")
+      .def_prop_ro("outputs", [](const PyModel& self) {
+            const Model& model = self.live()->model();
+            std::vector<OutputInfo> outputs;
+            outputs.push_back({"embeddings", model.dim(), {model.dim()}, std::string(output_dtype_name(natural_output_dtype(model)))});
+            return outputs;
+          }, "The model's outputs: today one, \"embeddings\".")
+      .def_prop_ro("tables", [](const PyModel& self) { return to_python(describe::table_file_json(self.live()->model().file())["tables"]); },
+                   "The file's tables as dicts: name, role, dtype, shape, row_stride, offset, size, checksum.")
+      .def_prop_ro("closed", &PyModel::closed, "True once close() was called.")
+      .def("verify", [](const PyModel& self) {
+            const std::shared_ptr<const ModelState> state = self.live();
+            std::optional<Status> status;
+            {
+              nb::gil_scoped_release release;
+              status.emplace(state->model().file().verify());
+            }
+            if (!*status) raise_error(std::move(*status).error());
+          }, "Recomputes every checksum of the file; raises BadFileError naming the first table that differs.")
+      .def("close", &PyModel::close, "Releases the model; calls already running finish first. Idempotent.")
+      .def("__enter__", [](nb::handle self) { return self; })
+      .def("__exit__", [](PyModel& self, nb::handle, nb::handle, nb::handle) { self.close(); },
+           nb::arg("type").none(), nb::arg("value").none(), nb::arg("traceback").none())
+      .def("__repr__", [](const PyModel& self) {
+        std::string text = std::string("embedrt.Model('") + nb::str(decoded_path(self.path())).c_str() + "'";
+        if (self.closed()) return text + ", closed)";
+        const Model& model = self.live()->model();
+        return text + ", family=" + model.metadata().family + ", vocab_size=" + std::to_string(model.vocab_size()) +
+               ", dim=" + std::to_string(model.dim()) + ", table_dtype=" + std::string(dtype_name(model.token().dtype)) + ")";
+      });
+}
+
+}  // namespace embedrt::python
