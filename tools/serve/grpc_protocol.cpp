@@ -38,7 +38,10 @@ Result<InputTensor> read_tensor(const inference::ModelInferRequest& request, int
   const auto& input = request.inputs(index);
   const std::string where = "inputs[" + std::to_string(index) + "] '" + input.name() + "'";
   const std::string& datatype = input.datatype();
-  if (datatype != "INT64" && datatype != "INT32") return bad(where + ": datatype " + datatype + " is not INT32 or INT64");
+  if (datatype != "INT64" && datatype != "INT32" && datatype != "FP32") {
+    return bad(where + ": datatype " + datatype + " is not INT32, INT64 or FP32");
+  }
+  const bool floats = datatype == "FP32";
   const auto count = element_count(input.shape());
   if (!count) return bad(where + ": shape holds a negative value or more than 2^32 elements");
   InputTensor t;
@@ -54,6 +57,12 @@ Result<InputTensor> read_tensor(const inference::ModelInferRequest& request, int
       return bad(where + ": raw_input_contents[" + std::to_string(index) + "] holds " + std::to_string(raw.size()) +
                  " bytes; shape and datatype need " + std::to_string(*count * element));
     }
+    if (floats) {
+      t.is_float = true;
+      t.floats.resize(*count);
+      if (*count) std::memcpy(t.floats.data(), raw.data(), 4 * *count);
+      return t;
+    }
     t.data.resize(*count);
     for (std::uint64_t i = 0; i < *count; ++i) {
       if (element == 8) {
@@ -67,18 +76,22 @@ Result<InputTensor> read_tensor(const inference::ModelInferRequest& request, int
     return t;
   }
   const auto& c = input.contents();
-  const char* expected = element == 8 ? "int64_contents" : "int_contents";
+  const char* expected = floats ? "fp32_contents" : element == 8 ? "int64_contents" : "int_contents";
   const char* filled = filled_contents(c);
   if (filled != nullptr && std::strcmp(filled, expected) != 0) {
     return bad(where + ": data of datatype " + datatype + " belongs in contents." + expected + ", not " + filled);
   }
-  const std::uint64_t got = element == 8 ? static_cast<std::uint64_t>(c.int64_contents_size())
-                                         : static_cast<std::uint64_t>(c.int_contents_size());
+  const std::uint64_t got = floats         ? static_cast<std::uint64_t>(c.fp32_contents_size())
+                           : element == 8 ? static_cast<std::uint64_t>(c.int64_contents_size())
+                                          : static_cast<std::uint64_t>(c.int_contents_size());
   if (got != *count) {
     return bad(where + ": shape holds " + std::to_string(*count) + " values but contents." + expected + " has " +
                std::to_string(got));
   }
-  if (element == 8) {
+  if (floats) {
+    t.is_float = true;
+    t.floats.assign(c.fp32_contents().begin(), c.fp32_contents().end());
+  } else if (element == 8) {
     t.data.assign(c.int64_contents().begin(), c.int64_contents().end());
   } else {
     t.data.assign(c.int_contents().begin(), c.int_contents().end());
@@ -114,6 +127,14 @@ Result<InferInputs> decode_infer_request(const inference::ModelInferRequest& req
   if (!inputs) return std::move(inputs).error();
   inputs->id = request.id();
   for (const auto& output : request.outputs()) inputs->outputs.push_back(output.name());
+  // Pooling parameters (bags): the shared path checks their values.
+  for (const auto& [name, p] : request.parameters()) {
+    ParameterValue value = std::string("?");
+    if (p.has_bool_param()) value = p.bool_param();
+    if (p.has_int64_param()) value = p.int64_param();
+    if (p.has_string_param()) value = p.string_param();
+    if (Status s = apply_parameter(*inputs, name, value); !s) return std::move(s).error();
+  }
   return inputs;
 }
 

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "embedrt/embedder.hpp"
@@ -53,23 +54,41 @@ int http_status(Refusal kind) noexcept;
 // An inference request as decoded from any protocol.
 struct InferInputs {
   std::string id;                      // echoed back when given
-  std::vector<std::int64_t> ids;       // input_ids, row-major [batch, length]
+  std::vector<std::int64_t> ids;       // input_ids, row-major [batch, length] (or [N] with bag_offsets)
   std::uint64_t batch = 0, length = 0;
   std::vector<std::uint64_t> starts;   // position_start, one per sequence (empty: 0)
   std::vector<std::int64_t> segments;  // token_type_ids, like ids (empty: none)
   std::vector<std::string> outputs;    // requested outputs by name; empty: every output
+
+  // Bags (FORMAT.md 7.2): an output is pooled when the request gives bag_offsets or a pooling
+  // parameter, or when the output's own pooling.mode says so (then each row of input_ids is a
+  // bag, without its padding_id tokens when that parameter is given).
+  std::vector<std::uint64_t> bag_offsets;  // bags + 1 boundaries into input_ids (empty: none given)
+  std::vector<float> bag_weights;          // one per id (empty: none)
+  std::optional<PoolingMode> pooling;      // parameter "pooling": sum, mean or max
+  std::optional<bool> normalize;           // parameter "normalize"
+  std::optional<std::int64_t> padding_id;  // parameter "padding_id": tokens left out of row bags
 };
 
-// One decoded input tensor, any protocol (datatype already checked and widened to int64).
+// One decoded input tensor, any protocol: integers widened to int64 (INT32, INT64), or floats
+// (FP32), as its datatype said.
 struct InputTensor {
   std::string name;
   std::vector<std::int64_t> shape, data;
+  std::vector<float> floats;
+  bool is_float = false;
 };
 
-// Which tensor is which: input_ids [B, L], optional position_start [B] and token_type_ids
-// [B, L]; anything else is refused. Errors are kInvalidArgument and name the input. (Bags will
-// add bag_offsets here.)
+// Which tensor is which: input_ids [B, L] (or [N] with bag_offsets), optional position_start
+// [B], token_type_ids [B, L], bag_offsets [bags + 1] and bag_weights (FP32, one per id);
+// anything else is refused. Errors are kInvalidArgument and name the input.
 Result<InferInputs> assemble_inputs(std::vector<InputTensor> tensors);
+
+// The request-level parameters of a pooled request, by name and value as either protocol carries
+// them (REST JSON "parameters", gRPC InferParameter): pooling (string), normalize (bool),
+// padding_id (integer). Others are ignored (e.g. binary_data_output, handled by the transport).
+using ParameterValue = std::variant<bool, std::int64_t, std::string>;
+Status apply_parameter(InferInputs& inputs, const std::string& name, const ParameterValue& value);
 
 // How the response will carry the outputs: as JSON text (16 bytes a value, reserved from the
 // budget) or as raw little-endian bytes (REST binary extension, gRPC raw_output_contents).

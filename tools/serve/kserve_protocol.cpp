@@ -36,9 +36,26 @@ Status flatten(const json& data, std::vector<std::int64_t>& out, const std::stri
   return bad(where + ": data holds " + std::string(data.type_name()) + " values, expected integers");
 }
 
+// The same for the numbers of an FP32 tensor (bag_weights).
+Status flatten_floats(const json& data, std::vector<float>& out, const std::string& where, int depth = 0) {
+  if (depth > 8) return bad(where + ": data nests deeper than 8 levels");
+  if (data.is_array()) {
+    for (const json& item : data) {
+      if (Status s = flatten_floats(item, out, where, depth + 1); !s) return s;
+    }
+    return {};
+  }
+  if (data.is_number()) {
+    out.push_back(data.get<float>());
+    return {};
+  }
+  return bad(where + ": data holds " + std::string(data.type_name()) + " values, expected numbers");
+}
+
 struct Tensor {
   std::string name, datatype;
   std::vector<std::int64_t> shape, data;
+  std::vector<float> floats;  // FP32 tensors
 };
 
 // One input tensor, from JSON `data` or from the binary section at `binary_offset`.
@@ -50,7 +67,10 @@ Result<Tensor> read_tensor(const json& input, std::size_t index, std::string_vie
   where += " '" + t.name + "'";
   if (!input.contains("datatype") || !input["datatype"].is_string()) return bad(where + ": needs a \"datatype\" string");
   t.datatype = input["datatype"].get<std::string>();
-  if (t.datatype != "INT64" && t.datatype != "INT32") return bad(where + ": datatype " + t.datatype + " is not INT32 or INT64");
+  if (t.datatype != "INT64" && t.datatype != "INT32" && t.datatype != "FP32") {
+    return bad(where + ": datatype " + t.datatype + " is not INT32, INT64 or FP32");
+  }
+  const bool floats = t.datatype == "FP32";
   if (!input.contains("shape") || !input["shape"].is_array()) return bad(where + ": needs a \"shape\" array");
   std::uint64_t count = 1;
   for (const json& d : input["shape"]) {
@@ -68,8 +88,13 @@ Result<Tensor> read_tensor(const json& input, std::size_t index, std::string_vie
     }
     const std::uint64_t size = size_json.get<std::uint64_t>();
     if (size > binary.size() - binary_offset) return bad(where + ": binary data runs past the end of the body");
-    t.data.resize(count);
-    for (std::uint64_t i = 0; i < count; ++i) {
+    if (floats) {
+      t.floats.resize(count);
+      if (count) std::memcpy(t.floats.data(), binary.data() + binary_offset, 4 * count);
+    } else {
+      t.data.resize(count);
+    }
+    for (std::uint64_t i = 0; i < count && !floats; ++i) {
       if (element == 8) {
         std::memcpy(&t.data[i], binary.data() + binary_offset + 8 * i, 8);
       } else {
@@ -81,9 +106,12 @@ Result<Tensor> read_tensor(const json& input, std::size_t index, std::string_vie
     binary_offset += size;
   } else {
     if (!input.contains("data")) return bad(where + ": needs \"data\" (or parameters.binary_data_size)");
-    if (Status s = flatten(input["data"], t.data, where); !s) return std::move(s).error();
-    if (t.data.size() != count) {
-      return bad(where + ": shape holds " + std::to_string(count) + " values but data has " + std::to_string(t.data.size()));
+    if (Status s = floats ? flatten_floats(input["data"], t.floats, where) : flatten(input["data"], t.data, where); !s) {
+      return std::move(s).error();
+    }
+    const std::size_t got = floats ? t.floats.size() : t.data.size();
+    if (got != count) {
+      return bad(where + ": shape holds " + std::to_string(count) + " values but data has " + std::to_string(got));
     }
     if (t.datatype == "INT32") {
       for (std::int64_t v : t.data) {
@@ -198,7 +226,10 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<st
   }
   std::vector<InputTensor> named;
   named.reserve(tensors.size());
-  for (Tensor& t : tensors) named.push_back({std::move(t.name), std::move(t.shape), std::move(t.data)});
+  for (Tensor& t : tensors) {
+    const bool is_float = t.datatype == "FP32";
+    named.push_back({std::move(t.name), std::move(t.shape), std::move(t.data), std::move(t.floats), is_float});
+  }
   auto assembled = assemble_inputs(std::move(named));
   if (!assembled) return std::move(assembled).error();
   std::string id = std::move(r.id);
@@ -213,6 +244,15 @@ Result<InferRequest> parse_infer_request(std::string_view body, std::optional<st
     const json& p = doc["parameters"];
     if (p.is_object() && p.contains("binary_data_output") && p["binary_data_output"].is_boolean()) {
       request.binary_output = p["binary_data_output"].get<bool>();
+    }
+    // Pooling parameters (bags): the shared path checks their values.
+    for (const char* name : {"pooling", "normalize", "padding_id"}) {
+      if (!p.is_object() || !p.contains(name)) continue;
+      const json& v = p[name];
+      ParameterValue value = v.is_boolean() ? ParameterValue(v.get<bool>())
+                             : v.is_number_integer() ? ParameterValue(v.get<std::int64_t>())
+                             : v.is_string() ? ParameterValue(v.get<std::string>()) : ParameterValue(std::string("?"));
+      if (Status s = apply_parameter(r, name, value); !s) return std::move(s).error();
     }
   }
   if (doc.contains("outputs") && doc["outputs"].is_array()) {
