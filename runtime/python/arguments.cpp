@@ -197,6 +197,29 @@ std::size_t output_elements(std::span<const std::int64_t> shape) {
 
 }  // namespace
 
+FloatArray read_float_array(nb::handle object, std::string_view argument) {
+  nb::object as_float;
+  try {
+    as_float = nb::borrow(numpy_asarray())(object, "float32");
+  } catch (nb::python_error& error) {
+    raise_invalid(argument, "cannot be read as float32 values: " + python_text(error.value()));
+  }
+  nb::ndarray<const float, nb::ro, nb::device::cpu> array;
+  if (!nb::try_cast(nb::borrow(numpy_asarray())(as_float.attr("copy")("C")), array, false)) {
+    raise_invalid(argument, "cannot be read as float32 values");
+  }
+  FloatArray result;
+  result.ndim = static_cast<int>(array.ndim());
+  if (result.ndim > 2) raise_invalid(argument, std::to_string(result.ndim) + " dimensions; expected at most 2");
+  std::size_t count = 1;
+  for (int i = 0; i < result.ndim; ++i) {
+    result.shape[i] = static_cast<std::int64_t>(array.shape(static_cast<std::size_t>(i)));
+    count *= array.shape(static_cast<std::size_t>(i));
+  }
+  result.values.assign(array.data(), array.data() + count);
+  return result;
+}
+
 IntArray read_int_array(nb::handle object, std::string_view argument) {
   IntArray result;
   if (PyLong_Check(object.ptr()) && !PyBool_Check(object.ptr())) {
@@ -413,14 +436,14 @@ OutputArray new_output(std::span<const std::int64_t> shape, DTypeRequest request
   void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64 * (bytes == 0));
   if (memory == nullptr) throw std::bad_alloc();
   nb::capsule owner(memory, [](void* p) noexcept { std::free(p); });
-  std::size_t dims[3] = {};
+  std::vector<std::size_t> dims(shape.size());  // [B, L] or [bags], then one token's shape
   for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = static_cast<std::size_t>(shape[i]);
   const dlpack::dtype dt = request.dtype == OutputDType::kF32
                                ? dlpack::dtype{static_cast<std::uint8_t>(dlpack::dtype_code::Float), 32, 1}
                            : request.dtype == OutputDType::kF16
                                ? dlpack::dtype{static_cast<std::uint8_t>(dlpack::dtype_code::Float), 16, 1}
                                : dlpack::dtype{static_cast<std::uint8_t>(dlpack::dtype_code::UInt), 16, 1};
-  nb::ndarray<nb::numpy> array(memory, shape.size(), dims, owner, nullptr, dt);
+  nb::ndarray<nb::numpy> array(memory, shape.size(), dims.data(), owner, nullptr, dt);
   result.result = array.cast();
   if (request.torch) {
     nb::module_ torch = nb::module_::import_("torch");

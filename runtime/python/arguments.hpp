@@ -35,6 +35,15 @@ struct IntArray {
 // Any strides are accepted. Anything else is an InvalidArgumentError naming `argument`.
 IntArray read_int_array(nb::handle object, std::string_view argument);
 
+// Floats (weights) with at most 2 dimensions, read through numpy.asarray(object, float32): any
+// array, list or number numpy can read as float32 values; copied into the call's own memory.
+struct FloatArray {
+  int ndim = 0;
+  std::int64_t shape[2] = {0, 0};
+  std::vector<float> values;
+};
+FloatArray read_float_array(nb::handle object, std::string_view argument);
+
 // What `dtype=` asked for: an output dtype, and whether a new output is a torch tensor.
 struct DTypeRequest {
   OutputDType dtype = OutputDType::kF32;

@@ -34,7 +34,7 @@ std::optional<DType> read_table_dtype(const std::string& name) {
   if (name == "native") return std::nullopt;
   const std::string canonical = name == "float32" ? "f32" : name == "float16" ? "f16" : name == "bfloat16" ? "bf16" : name;
   const std::optional<DType> dtype = parse_dtype(canonical);
-  if (!dtype) raise_invalid("dtype", "'" + name + "'; expected native, f32, f16, bf16 or int8");
+  if (!dtype || !is_value_dtype(*dtype)) raise_invalid("dtype", "'" + name + "'; expected native, f32, f16, bf16, int8 or int4");
   return dtype;
 }
 
@@ -71,7 +71,7 @@ Result<nlohmann::ordered_json> run_convert(const ConvertArgs& args) {
   for (const import::TableReport& r : *reports) {
     tables.push_back({{"name", r.source_name}, {"role", role_name(r.role)}, {"dtype", dtype_name(r.dtype)},
                       {"shape", {r.rows, r.dim}}, {"exact", r.exact}, {"max_abs_error", r.max_abs_error},
-                      {"mean_abs_error", r.mean_abs_error}});
+                      {"mean_abs_error", r.mean_abs_error}, {"rms_error", r.rms_error}});
   }
   return doc;
 }
@@ -81,7 +81,8 @@ nb::object convert(nb::handle src, nb::handle dst, const std::string& dtype, con
                    std::optional<std::string> position, std::optional<std::string> segment,
                    std::optional<std::string> norm_weight, std::optional<std::string> norm_bias,
                    std::optional<double> norm_eps, std::optional<std::string> positions,
-                   std::optional<std::uint64_t> context, bool allow_overflow, bool check_crc) {
+                   std::optional<std::uint64_t> context, bool allow_overflow, bool check_crc,
+                   std::optional<std::string> pooling, std::optional<bool> normalize) {
   ConvertArgs args;
   args.inputs = read_sources(src);
   args.output = read_path(dst, "dst");
@@ -109,6 +110,13 @@ nb::object convert(nb::handle src, nb::handle dst, const std::string& dtype, con
   } else if (context) {
     raise_invalid("context", "is only used with positions='sinusoidal'");
   }
+  if (pooling) {
+    args.plan.pooling = parse_pooling_mode(*pooling);
+    if (!args.plan.pooling || *args.plan.pooling == PoolingMode::kNone) {
+      raise_invalid("pooling", "'" + *pooling + "'; expected 'sum', 'mean' or 'max'");
+    }
+  }
+  args.plan.normalize = normalize;
   if (!force && ::access(args.output.c_str(), F_OK) == 0) {
     throw RaisedError(Error(ErrorCode::kAlreadyExists, "'" + args.output + "' exists; pass force=True to replace it",
                             {.file = args.output, .field = "dst"}));
@@ -153,14 +161,15 @@ void bind_files(nb::module_& m) {
         nb::arg("position") = nb::none(), nb::arg("segment") = nb::none(), nb::arg("norm_weight") = nb::none(),
         nb::arg("norm_bias") = nb::none(), nb::arg("norm_eps") = nb::none(), nb::arg("positions") = nb::none(),
         nb::arg("context") = nb::none(), nb::arg("allow_overflow") = false, nb::arg("check_crc") = true,
+        nb::arg("pooling") = nb::none(), nb::arg("normalize") = nb::none(),
         R"(Converts a checkpoint to an .embt file, as `embedrt convert` does (no pickle code is executed).
 
 Args:
   src: a Hugging Face model folder, a .pt/.pth/.bin file (torch zip or legacy), a .safetensors
     file, a *.index.json of shards, or a list of files.
   dst: the .embt file to write: atomically (nothing is left behind on an error).
-  dtype: table dtype: "native" (the checkpoint's own: bf16 stays bf16), "f32", "f16", "bf16" or
-    "int8" (rowwise).
+  dtype: table dtype: "native" (the checkpoint's own: bf16 stays bf16), "f32", "f16", "bf16",
+    "int8" or "int4" (rowwise; int4 files are format 2.0).
   preset: "auto" (config.json's model_type, else tensor names when they fit one computation) or a
     recipe name ("gpt2", "llama", "bert", ...).
   force: replace dst if it exists.
@@ -171,10 +180,12 @@ Args:
   positions, context: positions="sinusoidal" generates a position table of `context` rows.
   allow_overflow: store values past the table dtype's range as infinity instead of refusing.
   check_crc: check the CRC-32 of zip entries.
+  pooling, normalize: the model's defaults for Model.pool(): a plain EmbeddingBag state dict
+    needs pooling ("sum", "mean" or "max"); static models (model2vec) say them themselves.
 
 Returns:
   A report: {"path", "recipe", "evidence", "rules", "table_dtype", "tables": [{"name", "role",
-  "dtype", "shape", "exact", "max_abs_error", "mean_abs_error"}]}.
+  "dtype", "shape", "exact", "max_abs_error", "mean_abs_error", "rms_error"}]}.
 
 The GIL is released while the files are read and written.)");
   m.def("inspect", &inspect, nb::arg("path"),

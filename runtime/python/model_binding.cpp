@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -97,7 +98,94 @@ struct OutputInfo {
   std::uint64_t dim;
   std::vector<std::uint64_t> shape;  // per token
   std::string dtype;                 // the natural output dtype: what embed() returns by default
+  std::string pooling;               // the model's default for pool(): "none", "sum", "mean", "max"
+  bool normalize;                    // ... and whether pool() normalizes by default
 };
+
+// The outputs `output=` names: None (the primary one), a name, or a list or tuple of names
+// (`several` is then true and the call returns a dict). Unknown names and repeats are refused.
+std::vector<std::size_t> read_outputs(const Model& model, nb::handle output, bool& several) {
+  const auto index_of = [&](nb::handle name) -> std::size_t {
+    if (!PyUnicode_Check(name.ptr())) raise_invalid("output", "expected a name (str) or a list of names");
+    const std::string text = nb::cast<std::string>(name);
+    const embedrt::OutputInfo* o = model.find_output(text);
+    if (o == nullptr) {
+      std::string names;
+      for (const embedrt::OutputInfo& each : model.outputs()) names += (names.empty() ? "'" : ", '") + each.name + "'";
+      raise_invalid("output", "'" + text + "' is not an output of the model (" + names + ")");
+    }
+    return static_cast<std::size_t>(o - model.outputs().data());
+  };
+  several = false;
+  if (output.is_none()) return {0};
+  if (PyUnicode_Check(output.ptr())) return {index_of(output)};
+  if (!PyList_Check(output.ptr()) && !PyTuple_Check(output.ptr())) {
+    raise_invalid("output", "expected a name (str) or a list of names");
+  }
+  several = true;
+  std::vector<std::size_t> indices;
+  for (nb::handle name : output) {
+    const std::size_t index = index_of(name);
+    if (std::find(indices.begin(), indices.end(), index) != indices.end()) {
+      raise_invalid("output", "'" + model.outputs()[index].name + "' is named twice");
+    }
+    indices.push_back(index);
+  }
+  if (indices.empty()) raise_invalid("output", "an empty list; name at least one output");
+  return indices;
+}
+
+// The Embedder for `threads=` (None: every core).
+const Embedder& embedder_for(const ModelState& state, nb::handle threads) {
+  if (threads.is_none()) return state.embedder();
+  if (!PyLong_Check(threads.ptr()) || PyBool_Check(threads.ptr())) raise_invalid("threads", "expected an int or None");
+  const long n = PyLong_AsLong(threads.ptr());
+  if (PyErr_Occurred() != nullptr || n < 1 || n > max_threads()) {
+    PyErr_Clear();
+    raise_invalid("threads", "expected 1 to " + std::to_string(max_threads()) + "; got " + nb::str(threads).c_str());
+  }
+  return state.embedder(static_cast<int>(n));
+}
+
+// The outputs' arrays: `out` (an array, or with several outputs a dict by name) or new ones, of
+// `leading` + the output's per-token shape, in the dtype asked for or the output's natural one.
+std::vector<OutputArray> output_arrays(const Model& model, const std::vector<std::size_t>& outputs, bool several,
+                                       std::span<const std::int64_t> leading, nb::handle out, nb::handle dtype) {
+  const std::optional<DTypeRequest> requested = read_dtype(dtype);
+  if (several && !out.is_none() && !PyDict_Check(out.ptr())) {
+    raise_invalid("out", "with several outputs, a dict of arrays by output name (or None)");
+  }
+  std::vector<OutputArray> arrays;
+  for (std::size_t index : outputs) {
+    const embedrt::OutputInfo& o = model.outputs()[index];
+    std::vector<std::int64_t> shape(leading.begin(), leading.end());
+    for (std::uint64_t n : o.token_shape) shape.push_back(static_cast<std::int64_t>(n));
+    nb::handle given = out;
+    if (several && !out.is_none()) {
+      PyObject* item = PyDict_GetItemString(out.ptr(), o.name.c_str());
+      given = item != nullptr ? nb::handle(item) : nb::handle(Py_None);
+    }
+    arrays.push_back(given.is_none()
+                         ? new_output(shape, requested.value_or(DTypeRequest{natural_output_dtype(model, index), false}))
+                         : checked_output(given, shape, requested));
+  }
+  return arrays;
+}
+
+OutputSpan span_of(const OutputArray& a) {
+  auto span = OutputSpan::from_bytes({static_cast<std::byte*>(a.data), a.elements * output_element_bytes(a.dtype)}, a.dtype);
+  if (!span) raise_error(std::move(span).error());
+  return *span;
+}
+
+// What a call returns: the one array, or a dict of them by output name.
+nb::object result_of(const Model& model, const std::vector<std::size_t>& outputs, bool several,
+                     std::vector<OutputArray>& arrays) {
+  if (!several) return std::move(arrays[0].result);
+  nb::dict result;
+  for (std::size_t k = 0; k < outputs.size(); ++k) result[model.outputs()[outputs[k]].name.c_str()] = arrays[k].result;
+  return result;
+}
 
 nb::object decoded_path(const std::string& path) {
   return nb::steal(PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
@@ -139,7 +227,7 @@ IntArray per_token(nb::handle object, std::string_view argument, const IntArray&
 }
 
 nb::object embed(const PyModel& self, nb::handle ids, nb::handle positions, nb::handle starts, nb::handle segments,
-                 nb::handle out, nb::handle dtype, nb::handle threads) {
+                 nb::handle out, nb::handle dtype, nb::handle threads, nb::handle output) {
   const std::shared_ptr<const ModelState> state = self.live();
   const Model& model = state->model();
 
@@ -179,37 +267,138 @@ nb::object embed(const PyModel& self, nb::handle ids, nb::handle positions, nb::
     request.segment_ids = segment_ids.values;
   }
 
-  const Embedder* embedder = &state->embedder();
-  if (!threads.is_none()) {
-    if (!PyLong_Check(threads.ptr()) || PyBool_Check(threads.ptr())) raise_invalid("threads", "expected an int or None");
-    const long n = PyLong_AsLong(threads.ptr());
-    if (PyErr_Occurred() != nullptr || n < 1 || n > max_threads()) {
-      PyErr_Clear();
-      raise_invalid("threads", "expected 1 to " + std::to_string(max_threads()) + "; got " + nb::str(threads).c_str());
-    }
-    embedder = &state->embedder(static_cast<int>(n));
-  }
-
-  std::int64_t shape[3];
-  std::size_t rank = 0;
-  for (int i = 0; i < tokens.ndim; ++i) shape[rank++] = tokens.shape[i];
-  shape[rank++] = static_cast<std::int64_t>(model.dim());
-  const std::optional<DTypeRequest> requested = read_dtype(dtype);
-  OutputArray target = out.is_none()
-                           ? new_output({shape, rank}, requested.value_or(DTypeRequest{natural_output_dtype(model), false}))
-                           : checked_output(out, {shape, rank}, requested);
-  auto span = OutputSpan::from_bytes({static_cast<std::byte*>(target.data), target.elements * output_element_bytes(target.dtype)},
-                                     target.dtype);
-  if (!span) raise_error(std::move(span).error());
+  const Embedder& embedder = embedder_for(*state, threads);
+  bool several = false;
+  const std::vector<std::size_t> outputs = read_outputs(model, output, several);
+  std::vector<std::int64_t> leading(tokens.shape, tokens.shape + tokens.ndim);
+  std::vector<OutputArray> arrays = output_arrays(model, outputs, several, leading, out, dtype);
+  std::vector<OutputTarget> targets;
+  for (std::size_t k = 0; k < outputs.size(); ++k) targets.push_back({outputs[k], span_of(arrays[k])});
 
   std::optional<Status> status;
   {
     nb::gil_scoped_release release;
-    status.emplace(embedder->embed(request, *span));
+    status.emplace(embedder.embed(request, targets));
   }
   if (!*status) raise_error(std::move(*status).error());
-  return target.result;
+  return result_of(model, outputs, several, arrays);
 }
+
+nb::object pool(const PyModel& self, nb::handle ids, nb::handle offsets, nb::handle weights, nb::handle mode,
+                nb::handle normalize, nb::handle padding_id, nb::handle out, nb::handle dtype, nb::handle threads,
+                nb::handle output) {
+  const std::shared_ptr<const ModelState> state = self.live();
+  const Model& model = state->model();
+  IntArray tokens = read_int_array(ids, "ids");
+  if (tokens.ndim == 0) raise_invalid("ids", "a single value; expected shape [N] (with offsets) or [B, L] (a bag per row)");
+  FloatArray per_id;
+  if (!weights.is_none()) {
+    per_id = read_float_array(weights, "weights");
+    if (per_id.values.size() != tokens.values.size()) {
+      raise_invalid("weights", std::to_string(per_id.values.size()) + " weights for " +
+                                   std::to_string(tokens.values.size()) + " ids; give one per id");
+    }
+  }
+  // Bags: the offsets given, else each row of [B, L] ids, without its padding_id tokens.
+  std::vector<std::uint64_t> bounds;
+  if (!offsets.is_none()) {
+    if (!padding_id.is_none()) raise_invalid("padding_id", "applies to rows of [B, L] ids, not to offsets");
+    const IntArray given = read_int_array(offsets, "offsets");
+    if (given.ndim != 1) raise_invalid("offsets", "expected one dimension: bags + 1 boundaries into ids");
+    for (std::int64_t v : given.values) {
+      if (v < 0) raise_invalid("offsets", "value " + std::to_string(v) + " is negative");
+      bounds.push_back(static_cast<std::uint64_t>(v));
+    }
+  } else {
+    if (tokens.ndim != 2) raise_invalid("ids", "one dimension needs offsets (bags + 1 boundaries); or give [B, L], a bag per row");
+    std::optional<std::int64_t> pad;
+    if (!padding_id.is_none()) pad = read_int_array(padding_id, "padding_id").values.at(0);
+    std::vector<std::int64_t> kept;
+    std::vector<float> kept_weights;
+    bounds.push_back(0);
+    for (std::int64_t row = 0; row < tokens.shape[0]; ++row) {
+      for (std::int64_t t = 0; t < tokens.shape[1]; ++t) {
+        const std::size_t i = static_cast<std::size_t>(row * tokens.shape[1] + t);
+        if (pad && tokens.values[i] == *pad) continue;
+        kept.push_back(tokens.values[i]);
+        if (!per_id.values.empty()) kept_weights.push_back(per_id.values[i]);
+      }
+      bounds.push_back(kept.size());
+    }
+    tokens.values = std::move(kept);
+    if (!per_id.values.empty()) per_id.values = std::move(kept_weights);
+  }
+  BagRequest request;
+  request.ids = tokens.values;
+  request.offsets = bounds;
+  request.weights = per_id.values;
+  if (!mode.is_none()) {
+    const auto parsed = PyUnicode_Check(mode.ptr()) ? parse_pooling_mode(nb::cast<std::string>(mode)) : std::nullopt;
+    if (!parsed || *parsed == PoolingMode::kNone) raise_invalid("mode", "expected 'sum', 'mean' or 'max'");
+    request.mode = *parsed;
+  }
+  if (!normalize.is_none()) {
+    if (!PyBool_Check(normalize.ptr())) raise_invalid("normalize", "expected True, False or None");
+    request.normalize = normalize.ptr() == Py_True;
+  }
+  const Embedder& embedder = embedder_for(*state, threads);
+  bool several = false;
+  const std::vector<std::size_t> outputs = read_outputs(model, output, several);
+  const std::int64_t bags[1] = {static_cast<std::int64_t>(bounds.empty() ? 0 : bounds.size() - 1)};
+  std::vector<OutputArray> arrays = output_arrays(model, outputs, several, bags, out, dtype);
+  std::vector<OutputSpan> spans;
+  for (const OutputArray& a : arrays) spans.push_back(span_of(a));
+  Status status;
+  {
+    nb::gil_scoped_release release;
+    for (std::size_t k = 0; k < outputs.size() && status; ++k) status = embedder.pool(request, spans[k], outputs[k]);
+  }
+  if (!status) raise_error(std::move(status).error());
+  return result_of(model, outputs, several, arrays);
+}
+
+void prefetch(const PyModel& self, nb::handle ids, nb::handle output, bool page_in) {
+  const std::shared_ptr<const ModelState> state = self.live();
+  const IntArray tokens = read_int_array(ids, "ids");
+  std::vector<std::size_t> outputs;
+  if (!output.is_none()) {
+    bool several = false;
+    outputs = read_outputs(state->model(), output, several);
+  }
+  std::optional<Status> status;
+  {
+    nb::gil_scoped_release release;
+    status.emplace(state->embedder().prefetch(tokens.values, outputs,
+                                              page_in ? PrefetchTarget::kMemory : PrefetchTarget::kCache));
+  }
+  if (!*status) raise_error(std::move(*status).error());
+}
+
+constexpr const char* kPoolDoc = R"(Pools bags of token ids into one vector each (FORMAT.md 7.2), as torch's
+EmbeddingBag and static sentence-embedding models (model2vec) compute them.
+
+Args:
+  ids: int32 or int64 token ids: shape [N] with `offsets`, or [B, L] where each row is a bag.
+  offsets: bags + 1 boundaries into ids (bag b is ids[offsets[b]:offsets[b+1]]); an empty bag
+    pools to zeros.
+  weights: one float per id (torch's per_sample_weights), for mode sum or mean. Default: the
+    model's per-id weights, if it has them.
+  mode: "sum", "mean" or "max". Default: the model's (a static model says mean).
+  normalize: L2-normalize each pooled vector. Default: the model's.
+  padding_id: with [B, L] ids, tokens with this id are left out of their row's bag.
+  out, dtype, threads, output: as for embed().
+
+Returns:
+  An array of shape [bags] + the output's per-token shape (a dict by name with several outputs).)";
+
+constexpr const char* kPrefetchDoc = R"(Starts bringing the rows of these ids toward this core and returns at once, so a
+following embed() of them finds them in cache: for a decode loop that knows its next token a
+little before it needs its rows.
+
+Args:
+  ids: token ids (any shape); ids past a table are skipped.
+  output: a name or list of names (default: every output).
+  page_in: also ask the OS to read the rows' pages in (a cold, memory-mapped model).)";
 
 constexpr const char* kEmbedDoc = R"(Embeds token ids: the model's first-layer input for each token.
 
@@ -221,17 +410,20 @@ Args:
   starts: where each sequence's positions start (decoding with a KV cache continues at the
     cached length): an int for every sequence, or one per sequence, shape [B].
   segments: token type ids (BERT), in the shape of ids.
-  out: the array to write into, of shape ids.shape + (dim,): writable, C-contiguous, float32,
-    bfloat16 (torch.bfloat16 or ml_dtypes.bfloat16) or float16. Returned as given.
+  out: the array to write into, of shape ids.shape + the output's per-token shape: writable,
+    C-contiguous, float32, bfloat16 (torch.bfloat16 or ml_dtypes.bfloat16) or float16. Returned
+    as given. With several outputs, a dict of such arrays by output name.
   dtype: the output dtype when `out` is not given: "float32", "bfloat16", "float16" (or "f32",
     "bf16", "f16"), a numpy dtype, or a torch dtype, which makes the result a torch tensor.
     Default: the model's natural dtype (bf16 tables answer in bf16, as transformers does).
   threads: run on an arena of this many threads (default: every core). Requests writing less
     than 256 KiB always run on the calling thread.
+  output: which output (Model.outputs): a name (default: the primary one), or a list of names,
+    which makes the result a dict of arrays by name (Gemma 3n: inputs_embeds, per_layer_inputs).
 
 Returns:
-  `out`, or a new array of shape ids.shape + (dim,) that owns its memory: a numpy array, or a
-  torch tensor when `dtype` is a torch dtype.
+  `out`, or a new array of shape ids.shape + the output's per-token shape that owns its memory:
+  a numpy array, or a torch tensor when `dtype` is a torch dtype; a dict with several outputs.
 
 Raises:
   InvalidArgumentError (a ValueError) for a wrong shape, dtype or argument, naming it;
@@ -245,14 +437,16 @@ parallel.)";
 
 void bind_model(nb::module_& m) {
   nb::class_<OutputInfo>(m, "OutputInfo", "One output of a model: its name, values per token, shape per token and natural dtype.")
-      .def_ro("name", &OutputInfo::name, "The output's name: \"embeddings\".")
+      .def_ro("name", &OutputInfo::name, "The output's name (\"embeddings\" unless the model names it).")
       .def_ro("dim", &OutputInfo::dim, "Values per token.")
       .def_prop_ro("shape", [](const OutputInfo& o) {
             nb::list dims;
             for (std::uint64_t d : o.shape) dims.append(d);
             return nb::tuple(dims);
-          }, "The shape of one token's output: (dim,).")
+          }, "The shape of one token's output: (dim,), or e.g. (30, 256) for Gemma 3n's per-layer inputs.")
       .def_ro("dtype", &OutputInfo::dtype, "The dtype embed() returns by default: \"f32\", \"bf16\" or \"f16\".")
+      .def_ro("pooling", &OutputInfo::pooling, "pool()'s default mode: \"none\" (give one), \"sum\", \"mean\" or \"max\".")
+      .def_ro("normalize", &OutputInfo::normalize, "Whether pool() L2-normalizes by default.")
       .def("__repr__", [](const OutputInfo& o) {
         return "OutputInfo(name='" + o.name + "', dim=" + std::to_string(o.dim) + ", dtype='" + o.dtype + "')";
       });
@@ -272,7 +466,13 @@ calls in flight have finished.)")
       .def("__init__", &init_model, nb::arg("path"), nb::arg("residency") = "mmap", nb::arg("lock_in_memory") = false)
       .def("embed", &embed, nb::arg("ids").none(), nb::kw_only(), nb::arg("positions") = nb::none(), nb::arg("starts") = nb::none(),
            nb::arg("segments") = nb::none(), nb::arg("out") = nb::none(), nb::arg("dtype") = nb::none(),
-           nb::arg("threads") = nb::none(), kEmbedDoc)
+           nb::arg("threads") = nb::none(), nb::arg("output") = nb::none(), kEmbedDoc)
+      .def("pool", &pool, nb::arg("ids").none(), nb::arg("offsets") = nb::none(), nb::kw_only(),
+           nb::arg("weights") = nb::none(), nb::arg("mode") = nb::none(), nb::arg("normalize") = nb::none(),
+           nb::arg("padding_id") = nb::none(), nb::arg("out") = nb::none(), nb::arg("dtype") = nb::none(),
+           nb::arg("threads") = nb::none(), nb::arg("output") = nb::none(), kPoolDoc)
+      .def("prefetch", &prefetch, nb::arg("ids").none(), nb::kw_only(), nb::arg("output") = nb::none(),
+           nb::arg("page_in") = false, kPrefetchDoc)
       .def_prop_ro("path", [](const PyModel& self) { return decoded_path(self.path()); }, "The file's path.")
       .def_prop_ro("dim", [](const PyModel& self) { return self.live()->model().dim(); }, "Values per token.")
       .def_prop_ro("vocab_size", [](const PyModel& self) { return self.live()->model().vocab_size(); },
@@ -291,9 +491,13 @@ calls in flight have finished.)")
       .def_prop_ro("outputs", [](const PyModel& self) {
             const Model& model = self.live()->model();
             std::vector<OutputInfo> outputs;
-            outputs.push_back({"embeddings", model.dim(), {model.dim()}, std::string(output_dtype_name(natural_output_dtype(model)))});
+            for (std::size_t k = 0; k < model.outputs().size(); ++k) {
+              const embedrt::OutputInfo& o = model.outputs()[k];
+              outputs.push_back({o.name, o.dim(), o.token_shape, std::string(output_dtype_name(natural_output_dtype(model, k))),
+                                 std::string(pooling_mode_name(o.rules->pooling)), o.rules->normalize});
+            }
             return outputs;
-          }, "The model's outputs: today one, \"embeddings\".")
+          }, "The model's outputs, the primary one first.")
       .def_prop_ro("tables", [](const PyModel& self) { return to_python(describe::table_file_json(self.live()->model().file())["tables"]); },
                    "The file's tables as dicts: name, role, dtype, shape, row_stride, offset, size, checksum.")
       .def_prop_ro("closed", &PyModel::closed, "True once close() was called.")

@@ -48,6 +48,10 @@ class OutputInfo:
     def shape(self) -> tuple[int, ...]: ...
     @property
     def dtype(self) -> Literal["f32", "bf16", "f16"]: ...
+    @property
+    def pooling(self) -> Literal["none", "sum", "mean", "max"]: ...
+    @property
+    def normalize(self) -> bool: ...
 
 class TableInfo(TypedDict):
     name: str
@@ -67,12 +71,23 @@ class Model:
     @overload
     def embed(self, ids: _Ints, *, positions: _Ints | None = None, starts: int | _Ints | None = None,
               segments: _Ints | None = None, out: _Out, dtype: _DType | None = None,
-              threads: int | None = None) -> _Out: ...
+              threads: int | None = None, output: str | None = None) -> _Out: ...
     @overload
     def embed(self, ids: _Ints, *, positions: _Ints | None = None, starts: int | _Ints | None = None,
               segments: _Ints | None = None, out: None = None, dtype: _DType | None = None,
-              threads: int | None = None) -> Any:
+              threads: int | None = None, output: str | None = None) -> Any:
         """A numpy array, or a torch tensor when dtype is a torch dtype."""
+    @overload
+    def embed(self, ids: _Ints, *, positions: _Ints | None = None, starts: int | _Ints | None = None,
+              segments: _Ints | None = None, out: dict[str, Any] | None = None, dtype: _DType | None = None,
+              threads: int | None = None, output: Sequence[str]) -> dict[str, Any]:
+        """Several outputs: a dict of arrays by output name."""
+    def pool(self, ids: _Ints, offsets: _Ints | None = None, *, weights: npt.ArrayLike | None = None,
+             mode: Literal["sum", "mean", "max"] | None = None, normalize: bool | None = None,
+             padding_id: int | None = None, out: Any = None, dtype: _DType | None = None, threads: int | None = None,
+             output: str | Sequence[str] | None = None) -> Any:
+        """[bags] + the output's per-token shape (a dict by name with several outputs)."""
+    def prefetch(self, ids: _Ints, *, output: str | Sequence[str] | None = None, page_in: bool = False) -> None: ...
     @property
     def path(self) -> str: ...
     @property
@@ -82,7 +97,7 @@ class Model:
     @property
     def max_positions(self) -> int | None: ...
     @property
-    def table_dtype(self) -> Literal["f32", "bf16", "f16", "int8"]: ...
+    def table_dtype(self) -> Literal["f32", "bf16", "f16", "int8", "int4"]: ...
     @property
     def isa(self) -> str: ...
     @property
@@ -106,6 +121,7 @@ class ConvertedTable(TypedDict):
     exact: bool
     max_abs_error: float
     mean_abs_error: float
+    rms_error: float
 
 class ConvertReport(TypedDict):
     path: str
@@ -120,7 +136,8 @@ def convert(src: _Path | Sequence[_Path], dst: _Path, *, dtype: str = "native", 
             token: str | None = None, position: str | None = None, segment: str | None = None,
             norm_weight: str | None = None, norm_bias: str | None = None, norm_eps: float | None = None,
             positions: Literal["sinusoidal"] | None = None, context: int | None = None,
-            allow_overflow: bool = False, check_crc: bool = True) -> ConvertReport: ...
+            allow_overflow: bool = False, check_crc: bool = True,
+            pooling: Literal["sum", "mean", "max"] | None = None, normalize: bool | None = None) -> ConvertReport: ...
 def inspect(path: _Path) -> dict[str, Any]: ...
 def verify(path: _Path) -> None: ...
 def isa() -> str: ...
