@@ -449,7 +449,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   std::uint64_t bags = r.bags, length = 0;
   if (!r.offsets.empty()) {
     bags = r.offsets.size() - 1;
-    if (r.offsets.size() < 2 || r.offsets[0] != 0 || r.offsets[bags] != n) {
+    if (r.offsets[0] != 0 || r.offsets[bags] != n) {
       return request_error(ErrorCode::kInvalidArgument, "offsets must hold bags + 1 values from 0 to " + std::to_string(n) +
                                                             " ids", "offsets");
     }

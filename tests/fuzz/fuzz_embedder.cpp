@@ -1,7 +1,9 @@
 // libFuzzer target, differential: a random small model and a random request (ids in and out of
 // range, equal-length or ragged batches, starts, explicit positions, segments, every output
 // dtype) through the public Embedder on every ISA this machine runs, on both its inline and its
-// parallel path, against the reference path (embedrt/reference.hpp). Traps on any difference in
+// parallel path, against the reference path (embedrt/reference.hpp); then the same ids as bags
+// (Embedder::pool against reference_pool: random boundaries with empty bags, sum/mean/max,
+// weights, normalization). Traps on any difference in
 // the accept/reject decision, the error code, or a value beyond the promised bound:
 //   - every ISA and path gives the same bits as the scalar Embedder;
 //   - without LayerNorm, f32 output equals the reference bit for bit, and 16-bit output is the
@@ -11,6 +13,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -44,7 +47,7 @@ struct Models {
 };
 
 std::optional<Models> make_models(FuzzedDataProvider& in) {
-  static const DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise};
+  static const DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise};
   const DType dtype = in.PickValueInArray(kDTypes);
   const std::uint64_t vocab = in.ConsumeIntegralInRange<std::uint64_t>(1, 48);
   const std::uint64_t dim = in.ConsumeIntegralInRange<std::uint64_t>(1, 70);
@@ -82,6 +85,10 @@ std::optional<Models> make_models(FuzzedDataProvider& in) {
           case DType::kF16: { const auto h = f32_to_f16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kBF16: { const auto h = f32_to_bf16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(in.ConsumeIntegral<std::int8_t>()); break;
+          case DType::kInt4Rowwise:
+            row[j / 2] |= static_cast<std::byte>(in.ConsumeIntegralInRange<unsigned>(0, 15) << (4 * (j % 2)));
+            break;
+          case DType::kInt32: break;  // (not a value table)
         }
       }
       if (spec.dtype == DType::kInt8Rowwise) {
@@ -89,6 +96,12 @@ std::optional<Models> make_models(FuzzedDataProvider& in) {
         const float bias = static_cast<float>(in.ConsumeIntegral<std::int8_t>()) / 32.0f;
         std::memcpy(row.data() + int8_params_offset(dim), &scale, 4);
         std::memcpy(row.data() + int8_params_offset(dim) + 4, &bias, 4);
+      }
+      if (spec.dtype == DType::kInt4Rowwise) {
+        const std::uint16_t scale = f32_to_f16(static_cast<float>(in.ConsumeIntegralInRange<int>(1, 64)) / 256.0f);
+        const std::uint16_t bias = f32_to_f16(static_cast<float>(in.ConsumeIntegral<std::int8_t>()) / 32.0f);
+        std::memcpy(row.data() + int4_params_offset(dim), &scale, 2);
+        std::memcpy(row.data() + int4_params_offset(dim) + 2, &bias, 2);
       }
       rows.push_back(std::move(row));
     }
@@ -196,6 +209,79 @@ Expected reference(const Model& model, const EmbedRequest& r, const std::vector<
     run(0, ids.size(), length ? r.sequences : 1, r.start);
   }
   return e;
+}
+
+// f32 units in the last place between two floats.
+std::uint32_t ulps(float a, float b) {
+  std::int32_t x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  if (x < 0) x = INT32_MIN - x;
+  if (y < 0) y = INT32_MIN - y;
+  return static_cast<std::uint32_t>(x > y ? x - y : y - x);
+}
+
+// The ids as bags: Embedder::pool on every ISA and path against reference_pool. An output with
+// positions, segments or a LayerNorm must be refused as unsupported; otherwise the accept/reject
+// decision and its code must agree, and values are bit-identical (8 f32 ulps when normalized,
+// identical across ISAs).
+void pool_differential(FuzzedDataProvider& in, const Model& model, const std::vector<std::int64_t>& ids) {
+  const std::uint64_t dim = model.dim();
+  std::vector<std::uint64_t> bounds = {0};
+  // Bag sizes 0 to 6 (empty bags included), at most ids + 4 bags; the last one ends at the last id.
+  while (bounds.back() < ids.size() && bounds.size() < ids.size() + 4) {
+    bounds.push_back(std::min<std::uint64_t>(ids.size(), bounds.back() + in.ConsumeIntegralInRange<std::uint64_t>(0, 6)));
+  }
+  if (bounds.back() < ids.size()) bounds.push_back(ids.size());
+  if (in.ConsumeBool()) bounds.push_back(bounds.back());  // an empty last bag
+  const std::uint64_t bags = bounds.size() - 1;
+  static const PoolingMode kModes[] = {PoolingMode::kSum, PoolingMode::kMean, PoolingMode::kMax};
+  const PoolingMode mode = in.PickValueInArray(kModes);
+  const bool normalize = in.ConsumeBool();
+  std::vector<float> weights;
+  if (mode != PoolingMode::kMax && in.ConsumeBool()) {
+    for (std::size_t i = 0; i < ids.size(); ++i) weights.push_back(static_cast<float>(in.ConsumeIntegral<std::int8_t>()) / 8.0f);
+  }
+  g_case += "; pool bags " + std::to_string(bags) + " mode " + std::string(pooling_mode_name(mode)) + " normalize " +
+            std::to_string(normalize) + " weights " + std::to_string(!weights.empty());
+  const bool poolable = model.position() == nullptr && model.segment() == nullptr && model.norm_weight() == nullptr;
+  std::vector<float> want(bags * dim);
+  const Status reference = poolable ? reference_pool(model, 0, ids, bounds, 0, weights, mode, normalize, want)
+                                    : Status(Error(ErrorCode::kUnsupported, "not a bag of rows"));
+  BagRequest r;
+  r.ids = ids;
+  r.offsets = bounds;
+  r.weights = weights;
+  r.mode = mode;
+  r.normalize = normalize;
+  std::vector<float> first;
+  for (Isa isa : supported_isas()) {
+    for (std::size_t inline_bytes : {std::size_t{1} << 30, std::size_t{0}}) {
+      auto embedder = Embedder::create(model, {.isa = isa, .inline_bytes = inline_bytes});
+      if (!embedder) fail("Embedder::create refused a supported ISA: " + embedder.error().message());
+      const std::string where = std::string("pool ") + std::string(isa_name(isa)) + (inline_bytes ? " inline" : " parallel");
+      std::vector<float> got(bags * dim, -77.0f);
+      const Status s = embedder->pool(r, OutputSpan(got));
+      if (s.ok() != reference.ok()) {
+        fail(where + ": " + (s ? "accepted" : "refused (" + s.error().message() + ")") + " what the reference " +
+             (reference ? "accepted" : "refused (" + reference.error().message() + ")"));
+      }
+      if (!s) {
+        if (s.error().code() != reference.error().code()) {
+          fail(where + ": error code " + error_code_name(s.error().code()) + ", reference " +
+               error_code_name(reference.error().code()));
+        }
+        continue;
+      }
+      if (first.empty()) first = got;
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        if (!same(got[k], first[k])) fail(where + ": element " + std::to_string(k) + " differs between ISAs or paths");
+        const bool ok = same(got[k], want[k]) || (normalize && !std::isnan(got[k]) && ulps(got[k], want[k]) <= 8);
+        if (!ok) fail(where + ": element " + std::to_string(k) + " is " + std::to_string(got[k]) + ", reference " +
+                      std::to_string(want[k]));
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -314,5 +400,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
   }
+  pool_differential(in, *model, ids);
   return 0;
 }
