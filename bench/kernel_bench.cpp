@@ -57,7 +57,7 @@ const embedrt::Model& model_for(DType dtype, std::uint64_t vocab, std::uint64_t 
     }
   }
   if (auto s = writer->commit(); !s) throw std::runtime_error(s.error().message());
-  auto model = embedrt::Model::open(path, {.populate = true});
+  auto model = embedrt::Model::open(path, {.residency = embedrt::Residency::kPopulate});
   std::filesystem::remove(path);
   if (!model) throw std::runtime_error(model.error().message());
   return cache.emplace(key, std::move(*model)).first->second;

@@ -34,7 +34,7 @@ struct BenchArgs {
   std::string nontemporal = "auto";
   bool roofline = false;
   std::uint64_t id_sets = 8;
-  bool huge_pages = false;
+  OpenOptions open{.residency = Residency::kPopulate};
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -100,7 +100,7 @@ int run(const BenchArgs& args) {
     tbb::task_arena arena(threads);
     return run_roofline(args, arena, threads);
   }
-  auto model = Model::open(args.model, {.populate = true, .huge_pages = args.huge_pages});
+  auto model = Model::open(args.model, args.open);
   if (!model) return report(model.error());
   if (args.seq > model->max_positions()) {
     return report(Error(ErrorCode::kInvalidArgument, "--seq " + std::to_string(args.seq) + " is longer than the model's " +
@@ -226,7 +226,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--nontemporal", args->nontemporal, "streaming stores: auto (by output size), always or never");
   cmd->add_option("--id-sets", args->id_sets, "random id batches rotated between calls (default 8)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1024}));
-  cmd->add_flag("--huge-pages", args->huge_pages, "ask for transparent huge pages on the mapping (MADV_HUGEPAGE)");
+  add_open_options(cmd, args->open, true);
   cmd->add_flag("--roofline", args->roofline, "measure the memory-copy roofline on these threads instead (MODEL is ignored)");
   return [args]() { return run(*args); };
 }

@@ -24,6 +24,7 @@ struct EmbedArgs {
   std::string out_dtype = "model";
   std::string isa;
   bool reference = false;
+  OpenOptions open;
 };
 
 // "3,1,4,1" -> {3, 1, 4, 1}. Negative values parse, so the embed call can name them.
@@ -88,7 +89,7 @@ int run(const EmbedArgs& args) {
   if (!out_dtype) {
     return report(Error(ErrorCode::kInvalidArgument, "--out-dtype '" + args.out_dtype + "': expected model, f32, bf16 or f16"));
   }
-  auto model = Model::open(args.model);
+  auto model = Model::open(args.model, args.open);
   if (!model) return report(model.error());
   if (args.out_dtype == "model") out_dtype = natural_output_dtype(*model);
   const std::uint64_t dim = model->dim();
@@ -151,6 +152,7 @@ Runner add_embed_command(CLI::App& app) {
   cmd->add_option("--out-dtype", args->out_dtype, "output precision: model (the model's own: bf16 for a bf16 table, ...), f32, bf16 or f16 (printed as decoded floats)");
   cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512 (default: best, or EMBEDRT_ISA)");
   cmd->add_flag("--reference", args->reference, "use the scalar reference path (the test oracle) instead of the kernels");
+  add_open_options(cmd, args->open, false);
   return [args]() { return run(*args); };
 }
 

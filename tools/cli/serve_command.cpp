@@ -27,6 +27,7 @@ Runner add_serve_command(CLI::App& app) {
   cmd->add_option("--name", options->name, "model name in URLs (default: the file's stem)");
   cmd->add_option("--host", options->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", options->port, "port (default 8080)")->check(CLI::Range(1, 65535));
+  add_open_options(cmd, options->open, true);
   cmd->add_option("--threads", options->threads, "inference worker threads (default: one per hardware thread)")
       ->check(CLI::Range(1u, 1024u));
   cmd->add_option("--max-batch-tokens", options->max_batch_tokens, "largest batch x length accepted (default 65536)")

@@ -41,7 +41,7 @@ class ModelSlot {
  public:
   // Opens, fully verifies (every checksum) and installs `path`; on any failure the current
   // model stays. Thread-safe.
-  Status load(const std::string& name, const std::string& path, const EmbedderOptions& options);
+  Status load(const std::string& name, const std::string& path, const OpenOptions& open, const EmbedderOptions& options);
   std::shared_ptr<const ServedModel> get() const;
   bool ready() const {
     auto model = get();

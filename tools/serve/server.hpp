@@ -7,12 +7,14 @@
 #include <string>
 
 #include "embedrt/error.hpp"
+#include "embedrt/table_file.hpp"
 
 namespace embedrt::serve {
 
 struct ServerOptions {
   std::string model_path;
   std::string name;  // default: the file's stem
+  OpenOptions open;  // residency and locking of the model (README "Residency")
   std::string host = "127.0.0.1";
   int port = 8080;
   unsigned threads = 0;  // inference workers; 0: one per hardware thread
