@@ -81,6 +81,7 @@ parser.add_argument("--smoke", action="store_true",
                     help="embedrt only (no torch or ONNX Runtime), tiny shapes, one short round: checks the script")
 parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
 parser.add_argument("--work", default=None, help="where generated models go (default: a temporary folder)")
+parser.add_argument("--from-json", default=None, help="measure nothing: write the report of an earlier run's compare.json")
 args = parser.parse_args()
 if args.quick:
     args.groups, args.rounds = "gpt2,decode", min(args.rounds, 3)
@@ -91,7 +92,7 @@ CORES = os.cpu_count()
 THREADS = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, CORES})
 ID_SETS = 8
 
-if not args.smoke:
+if not args.smoke and not args.from_json:
     import numpy as np
     import onnxruntime as ort
     import torch
@@ -349,7 +350,7 @@ def gpt2_group(threads_list):
     return cases, list(models.values())
 
 
-class BertEmbeddings(torch.nn.Module if not args.smoke else object):
+class BertEmbeddings(torch.nn.Module if "torch" in globals() else object):
     """Hugging Face's BertEmbeddings.forward (absolute positions), line for line."""
 
     def __init__(self, vocab, context, types, dim):
@@ -598,9 +599,26 @@ def median(v):
     return statistics.median(v) if v else None
 
 
+def write_report(result):
+    report = markdown(result)
+    print(report)
+    with open(os.path.join(args.out, "compare.md"), "w") as f:
+        f.write(report + "\n")
+    with open(os.path.join(args.out, "compare.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    if not args.smoke:
+        plot(os.path.join(args.out, "compare.json"), os.path.join(args.out, "compare.png"))
+
+
 def main():
-    global WORK, LLC
+    global WORK, LLC, THREADS
     os.makedirs(args.out, exist_ok=True)
+    if args.from_json:
+        with open(args.from_json) as f:
+            result = json.load(f)
+        THREADS = result["meta"]["threads"]
+        write_report(result)
+        return
     work = tempfile.TemporaryDirectory(dir=args.work, prefix="embedrt-compare-")
     WORK = work.name
     probe = bench("--synthetic", "1x64", "--roofline", "--batch", 1, "--seq", 64, "--seconds", 0.01)
@@ -653,14 +671,7 @@ def main():
     finally:
         work.cleanup()
     result["meta"]["load_average_end"] = os.getloadavg()
-    report = markdown(result)
-    print(report)
-    with open(os.path.join(args.out, "compare.md"), "w") as f:
-        f.write(report + "\n")
-    with open(os.path.join(args.out, "compare.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    if not args.smoke:
-        plot(os.path.join(args.out, "compare.json"), os.path.join(args.out, "compare.png"))
+    write_report(result)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -729,7 +740,11 @@ def goals(result):
 def markdown(result):
     m = result["meta"]
     llc = m["llc"]
-    lines = [f"Machine: {m['machine']}, {m['cores']} cores, embedrt isa {m['isa']}, last-level cache {mib(llc['bytes'])} "
+    busy = max(m["load_average_start"][0], m["load_average_end"][0])
+    lines = [f"**Preliminary: the machine was busy** (1-minute load average up to {busy:.1f} on {m['cores']} cores while "
+             "this ran; other work shared the cores and the memory bus). Ratios within the run are indicative; absolute "
+             "figures are not the machine's.", ""] if busy > 0.5 else []
+    lines += [f"Machine: {m['machine']}, {m['cores']} cores, embedrt isa {m['isa']}, last-level cache {mib(llc['bytes'])} "
              f"(level {llc['level']}, shared by {llc['shared_by_cpus']} CPUs, {llc['instances']} instance(s), from {llc['source']})"
              + (f"; torch {m['torch']} ({m['torch_capability']}), ONNX Runtime {m['onnxruntime']}" if "torch" in m else "")
              + f". {m['rounds']} interleaved rounds of {m['seconds']} s samples, medians; ids rotate through {m['id_sets']} "
