@@ -390,12 +390,12 @@ int run(const BenchArgs& args) {
   }
   // Output buffers are cache-line aligned, as a server's buffers should be: a row start that is
   // not lets streaming stores share a line with the scalar head (see the kernel's peeling).
-  std::vector<std::unique_ptr<std::byte[]>> storage;
+  std::vector<std::vector<std::byte>> storage(out_sets);
   std::vector<OutputSpan> outs;
-  for (std::uint64_t k = 0; k < out_sets; ++k) {
-    storage.emplace_back(new (std::align_val_t{64}) std::byte[out_call]);
-    std::memset(storage.back().get(), 0, out_call);  // first-touch faults happen here, not in a call
-    auto span = OutputSpan::from_bytes({storage.back().get(), out_call}, dtype);
+  for (auto& buffer : storage) {
+    buffer.resize(out_call + 64);  // zero-filled: first-touch faults happen here, not in a call
+    std::byte* aligned = buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
+    auto span = OutputSpan::from_bytes({aligned, out_call}, dtype);
     if (!span) return report(span.error());
     outs.push_back(*span);
   }
