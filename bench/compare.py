@@ -82,12 +82,20 @@ parser.add_argument("--smoke", action="store_true",
 parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
 parser.add_argument("--work", default=None, help="where generated models go (default: a temporary folder)")
 parser.add_argument("--from-json", default=None, help="measure nothing: write the report of an earlier run's compare.json")
+parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: per call, the process's CPU time divided by its threads instead of wall time. On a busy "
+                         "machine a long call waits for other processes' time slices and a short one mostly does not; "
+                         "CPU time leaves the waiting out (memory stalls stay in). Thread pools are told not to spin "
+                         "(OMP_WAIT_POLICY=PASSIVE, ONNX Runtime allow_spinning=0), which would count as CPU time; "
+                         "best with --threads 1")
 args = parser.parse_args()
 if args.quick:
     args.groups, args.rounds = "gpt2,decode", min(args.rounds, 3)
 if args.smoke:
     args.rounds, args.seconds = 1, 0.02
 GROUPS = args.groups.split(",")
+if args.clock == "cpu":
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # before torch starts its OpenMP threads
 CORES = os.cpu_count()
 THREADS = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, CORES})
 ID_SETS = 8
@@ -139,6 +147,8 @@ class Model:
 
 
 LAST = {}  # the last JSON report of each embedrt contender: sizes, regime, residency
+RATE = "cpu_tokens_per_second" if args.clock == "cpu" else "tokens_per_second"  # embedrt bench's fields
+LATENCY = "latency_cpu_seconds" if args.clock == "cpu" else "latency_seconds"
 
 
 def embedrt_sampler(key, model, batch, seq, threads, out, out_sets, *extra, residency="populate"):
@@ -146,7 +156,7 @@ def embedrt_sampler(key, model, batch, seq, threads, out, out_sets, *extra, resi
         doc = bench(*model.flags, "--batch", batch, "--seq", seq, "--threads", threads, "--out-dtype", out,
                     "--out-sets", out_sets, "--id-sets", ID_SETS, "--seconds", args.seconds, "--residency", residency, *extra)
         LAST[key] = doc
-        return doc["tokens_per_second"]
+        return doc[RATE]
     return sample
 
 
@@ -155,7 +165,7 @@ def roofline_sampler(key, dtype, dim, tokens, threads, out, out_sets):
         doc = bench("--synthetic", f"1x{dim}", "--dtype", dtype, "--roofline", "--batch", 1, "--seq", tokens,
                     "--threads", threads, "--out-dtype", out, "--out-sets", out_sets, "--seconds", args.seconds)
         LAST[key] = doc
-        return doc["tokens_per_second"]
+        return doc[RATE]
     return sample
 
 
@@ -163,8 +173,11 @@ def roofline_sampler(key, dtype, dim, tokens, threads, out, out_sets):
 # Peers
 
 
-def timed(fn, tokens):
-    """Median tokens/s of fn() over --seconds, timed in groups of calls lasting >= 20 us."""
+def timed(fn, tokens, threads=1):
+    """Median tokens/s of fn() over --seconds, timed in groups of calls lasting >= 20 us (by the
+    wall clock, or --clock cpu: the process's CPU time divided by `threads`)."""
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    scale = threads if args.clock == "cpu" else 1
     fn()
     per = 1
     while True:
@@ -176,11 +189,11 @@ def timed(fn, tokens):
         per *= 2
     samples, deadline = [], time.perf_counter() + args.seconds
     while len(samples) < 5 or time.perf_counter() < deadline:
-        start = time.perf_counter()
+        start = clock()
         for _ in range(per):
             fn()
-        samples.append((time.perf_counter() - start) / per)
-    return tokens / statistics.median(samples)
+        samples.append((clock() - start) / per / scale)
+    return tokens / max(statistics.median(samples), 1e-12)
 
 
 class Rotation:
@@ -206,7 +219,7 @@ def torch_sampler(fn, tokens, threads):
     def sample():
         torch.set_num_threads(threads)
         with torch.inference_mode():
-            return timed(fn, tokens)
+            return timed(fn, tokens, threads)
     return sample
 
 
@@ -215,10 +228,12 @@ def ort_session(model, threads):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if args.clock == "cpu":
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def ort_sampler(session, inputs, output, outs, tokens, extra_outputs=()):
+def ort_sampler(session, inputs, output, outs, tokens, threads, extra_outputs=()):
     """ONNX Runtime at its best: inputs and the output bound once per call to preallocated numpy
     buffers (IOBinding), so it never allocates the result."""
     binding = session.io_binding()
@@ -232,7 +247,7 @@ def ort_sampler(session, inputs, output, outs, tokens, extra_outputs=()):
         binding.bind_output(output, "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)
         session.run_with_iobinding(binding)
 
-    return lambda: timed(call, tokens)
+    return lambda: timed(call, tokens, threads)
 
 
 def gather_add_model(table, positions):
@@ -327,7 +342,7 @@ def gpt2_group(threads_list):
                     c.contenders["torch best"] = torch_sampler(best, B * L, t)
                     c.contenders["torch embedding_bag (FBGEMM)"] = torch_sampler(bag, B * L, t)
                     c.contenders["ONNX Runtime Gather+Add"] = ort_sampler(ort_session(onnx_model, t), {"ids": np_ids}, "out",
-                                                                          np_outs, B * L)
+                                                                          np_outs, B * L, t)
                 if (table, out) == ("int8", "f32"):
                     flat = id_sets(V, (B * L,))
                     offsets = torch.arange(B * L)
@@ -390,7 +405,8 @@ def bert_group(threads_list):
             seg = Rotation([np.zeros((B, L), np.int32)])
             np_outs = Rotation([np.empty((B, L, D), np.float32) for _ in range(c.out_sets())])
             c.contenders["ONNX Runtime EmbedLayerNormalization"] = ort_sampler(
-                ort_session(onnx_model, t), {"ids": np_ids, "seg": seg}, "out", np_outs, B * L, extra_outputs=("mask_index",))
+                ort_session(onnx_model, t), {"ids": np_ids, "seg": seg}, "out", np_outs, B * L, t,
+                extra_outputs=("mask_index",))
         cases.append(c)
     return cases, [model]
 
@@ -496,7 +512,7 @@ def decode_group():
         def sample():
             doc = bench(*model.flags, "--batch", 1, "--seq", 1, "--threads", 1, "--seconds", args.seconds, *extra)
             LAST[key] = doc
-            return doc["latency_seconds"]["p50"] * 1e9
+            return doc[LATENCY]["p50"] * 1e9
         return sample
 
     def cold_ns(key):
@@ -567,14 +583,14 @@ def residency_group():
                     doc = bench(*model.flags, "--batch", B, "--seq", L, "--threads", CORES, "--seconds", args.seconds,
                                 "--residency", mode, *(["--cold-file"] if cold else []))
                     LAST[key] = doc
-                    return doc["tokens_per_second"]
+                    return doc[RATE]
 
                 def decode(model=model, mode=mode, key=key):
                     model.warm()
                     doc = bench(*model.flags, "--batch", 1, "--seq", 1, "--threads", 1, "--seconds", args.seconds,
                                 "--residency", mode, "--id-sets", 65536)
                     LAST[key + " decode"] = doc
-                    return doc["latency_seconds"]["p50"] * 1e9
+                    return doc[LATENCY]["p50"] * 1e9
 
                 rows[key] = {"batch": batch} if cold else {"batch": batch, "decode": decode}
     return rows, models
@@ -624,7 +640,7 @@ def main():
     probe = bench("--synthetic", "1x64", "--roofline", "--batch", 1, "--seq", 64, "--seconds", 0.01)
     LLC = probe["llc"]["bytes"]
     meta = {"machine": platform.machine(), "cores": CORES, "isa": probe["isa"], "llc": probe["llc"],
-            "threads": THREADS, "rounds": args.rounds, "seconds": args.seconds, "id_sets": ID_SETS,
+            "threads": THREADS, "rounds": args.rounds, "seconds": args.seconds, "id_sets": ID_SETS, "clock": args.clock,
             "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     if not args.smoke:
         meta.update(torch=torch.__version__, onnxruntime=ort.__version__, torch_capability=torch.backends.cpu.get_cpu_capability())
@@ -747,7 +763,9 @@ def markdown(result):
     lines += [f"Machine: {m['machine']}, {m['cores']} cores, embedrt isa {m['isa']}, last-level cache {mib(llc['bytes'])} "
              f"(level {llc['level']}, shared by {llc['shared_by_cpus']} CPUs, {llc['instances']} instance(s), from {llc['source']})"
              + (f"; torch {m['torch']} ({m['torch_capability']}), ONNX Runtime {m['onnxruntime']}" if "torch" in m else "")
-             + f". {m['rounds']} interleaved rounds of {m['seconds']} s samples, medians; ids rotate through {m['id_sets']} "
+             + f". {m['rounds']} interleaved rounds of {m['seconds']} s samples, medians"
+             + (", by CPU time per thread (--clock cpu)" if m.get("clock") == "cpu" else "")
+             + f"; ids rotate through {m['id_sets']} "
              f"random sets; output buffers rotate until 4x the LLC (one buffer in the cache-resident case). "
              f"Load average {m['load_average_start'][0]:.2f} at the start, {m['load_average_end'][0]:.2f} at the end "
              f"({m['started']}).", ""]

@@ -91,11 +91,28 @@ std::string mib(std::uint64_t bytes) {
   return text;
 }
 
+// Seconds of CPU time this process has used, on all its threads.
+double cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Per call: wall-clock seconds, and CPU seconds of the whole process divided by its threads. On a
+// machine shared with other work, a call that outlasts a scheduler time slice waits for the other
+// processes' slices too, so long calls look slower than short ones by the machine's load; CPU
+// time leaves the waiting out (memory stalls stay in: a stalled core is a busy one), which makes
+// it the fairer clock when the machine is busy. Equal to wall time when every thread works
+// throughout the call on an idle machine.
+struct Samples {
+  std::vector<double> wall, cpu;
+};
+
 // Times `call` until `seconds` have passed (at least 10 samples), or until it returns false.
 // Calls shorter than a few microseconds are timed K at a time (a clock read costs tens of
 // nanoseconds); each sample is then the mean of its K calls.
 template <typename Call>
-std::vector<double> measure(double seconds, std::uint64_t& per_sample, Call&& call) {
+Samples measure(double seconds, int threads, std::uint64_t& per_sample, Call&& call) {
   per_sample = 1;
   bool ok = true;
   for (;;) {
@@ -104,12 +121,15 @@ std::vector<double> measure(double seconds, std::uint64_t& per_sample, Call&& ca
     if (!ok || clock::now() - start >= std::chrono::microseconds(20) || per_sample >= (1u << 20)) break;
     per_sample *= 2;
   }
-  std::vector<double> samples;
+  Samples samples;
   const auto deadline = clock::now() + std::chrono::duration<double>(seconds);
-  while (ok && (samples.size() < 10 || (clock::now() < deadline && samples.size() < 200000))) {
+  const double per = static_cast<double>(per_sample);
+  while (ok && (samples.wall.size() < 10 || (clock::now() < deadline && samples.wall.size() < 200000))) {
+    const double cpu_start = cpu_seconds();
     const auto start = clock::now();
     for (std::uint64_t k = 0; k < per_sample; ++k) ok = call() && ok;
-    samples.push_back(std::chrono::duration<double>(clock::now() - start).count() / static_cast<double>(per_sample));
+    samples.wall.push_back(std::chrono::duration<double>(clock::now() - start).count() / per);
+    samples.cpu.push_back((cpu_seconds() - cpu_start) / per / static_cast<double>(threads));
   }
   return samples;
 }
@@ -190,10 +210,11 @@ int run_roofline(const BenchArgs& args, DType table, std::uint64_t dim, std::uin
   perf::StreamRoofline roofline(isa, c);
   for (int i = 0; i < 3; ++i) roofline.call(arena);
   std::uint64_t per_sample = 1;
-  const auto seconds = measure(args.seconds, per_sample, [&] {
+  const Samples measured = measure(args.seconds, threads, per_sample, [&] {
     roofline.call(arena);
     return true;
   });
+  const auto& seconds = measured.wall;
   const double median = percentile(seconds, 50);
   const double tokens_per_second = static_cast<double>(c.tokens) / median;
   const double gbps = tokens_per_second * static_cast<double>(roofline.bytes_per_token()) / 1e9;
@@ -204,7 +225,9 @@ int run_roofline(const BenchArgs& args, DType table, std::uint64_t dim, std::uin
                       {"row_stride", c.stride}, {"tokens_per_call", c.tokens}, {"nontemporal", c.stream},
                       {"llc", llc_json(llc)}, {"sizes", sizes}, {"samples", seconds.size()},
                       {"tokens_per_second", tokens_per_second}, {"gb_per_second", gbps},
-                      {"latency_seconds", latency_json(seconds)}};
+                      {"latency_seconds", latency_json(seconds)},
+                      {"cpu_tokens_per_second", static_cast<double>(c.tokens) / percentile(measured.cpu, 50)},
+                      {"latency_cpu_seconds", latency_json(measured.cpu)}};
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
     std::printf("roofline: %s rows (stride %llu) streamed to %s, dim %llu, isa %s, %d threads, %llu rows per call\n",
@@ -436,7 +459,8 @@ int run(const BenchArgs& args) {
   };
   for (int i = 0; i < 3; ++i) next();  // warm-up: thread start-up, the rows of the first calls
   std::uint64_t per_sample = 1;
-  const auto seconds = measure(args.seconds, per_sample, next);
+  const Samples measured = measure(args.seconds, threads, per_sample, next);
+  const auto& seconds = measured.wall;
   if (!failed) return report(failed.error());
   const auto process = perf::process_memory();
   doc["residency"]["process_rss"] = process.rss;
@@ -452,6 +476,8 @@ int run(const BenchArgs& args) {
     doc["tokens_per_second"] = tokens_per_second;
     doc["gb_per_second"] = gbps;
     doc["latency_seconds"] = latency_json(seconds);
+    doc["cpu_tokens_per_second"] = static_cast<double>(tokens) / percentile(measured.cpu, 50);
+    doc["latency_cpu_seconds"] = latency_json(measured.cpu);
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
     std::printf("%s: %s table, %s output, isa %s, %d threads, batch %llu x %llu (dim %llu), %zu runs\n",
@@ -460,7 +486,8 @@ int run(const BenchArgs& args) {
                 static_cast<unsigned long long>(args.batch), static_cast<unsigned long long>(args.seq),
                 static_cast<unsigned long long>(dim), seconds.size());
     std::printf("  %s\n", sizes_text(sizes, llc).c_str());
-    std::printf("  %.3f M tokens/s, %.2f GB/s (table rows read + output written)\n", tokens_per_second / 1e6, gbps);
+    std::printf("  %.3f M tokens/s, %.2f GB/s (table rows read + output written); %.3f M tokens per CPU second per thread\n",
+                tokens_per_second / 1e6, gbps, static_cast<double>(tokens) / percentile(measured.cpu, 50) / 1e6);
     std::printf("  latency p50 %s, p90 %s, p99 %s, min %s\n", duration(median).c_str(),
                 duration(percentile(seconds, 90)).c_str(), duration(percentile(seconds, 99)).c_str(),
                 duration(percentile(seconds, 0)).c_str());
