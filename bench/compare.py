@@ -87,17 +87,22 @@ parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                          "machine a long call waits for other processes' time slices and a short one mostly does not; "
                          "CPU time leaves the waiting out (memory stalls stay in). Thread pools are told not to spin "
                          "(OMP_WAIT_POLICY=PASSIVE, ONNX Runtime allow_spinning=0), which would count as CPU time; "
-                         "best with --threads 1. Single-token latencies stay on the wall clock")
+                         "use it with --threads 1: with more, a worker that sleeps while another works makes CPU time per "
+                         "thread under-count (a 2-thread stream read 2.5x its 1-thread rate). Single-token latencies stay "
+                         "on the wall clock")
 args = parser.parse_args()
 if args.quick:
     args.groups, args.rounds = "gpt2,decode", min(args.rounds, 3)
 if args.smoke:
     args.rounds, args.seconds = 1, 0.02
 GROUPS = args.groups.split(",")
-if args.clock == "cpu":
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # before torch starts its OpenMP threads
 CORES = os.cpu_count()
 THREADS = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, CORES})
+if args.clock == "cpu":
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # before torch starts its OpenMP threads
+    if max(THREADS) > 1:
+        print("compare.py: --clock cpu under-counts multi-threaded calls (see --help); prefer --threads 1",
+              file=sys.stderr)
 ID_SETS = 8
 
 if not args.smoke and not args.from_json:
@@ -585,7 +590,7 @@ def residency_group():
                 def batch(model=model, mode=mode, cold=cold, B=B, L=L, key=key):
                     if not cold:
                         model.warm()
-                    doc = bench(*model.flags, "--batch", B, "--seq", L, "--threads", CORES, "--seconds", args.seconds,
+                    doc = bench(*model.flags, "--batch", B, "--seq", L, "--threads", max(THREADS), "--seconds", args.seconds,
                                 "--residency", mode, *(["--cold-file"] if cold else []))
                     LAST[key] = doc
                     return doc[RATE]
@@ -802,7 +807,7 @@ def markdown(result):
             for k, v in d["medians_ns"].items():
                 lines.append(f"| {row} | {k} | {v:.0f} |")
     if result["residency"]:
-        lines += ["", "Residency (all cores; batch as the throughput case; decode: 1 token, 65536 random ids):", "",
+        lines += ["", f"Residency ({max(THREADS)} threads; batch as the throughput case; decode: 1 token, 65536 random ids):", "",
                   "| shape | mode | open | first call | tokens/s | decode p50 | table resident | in huge pages | process PSS |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for row, r in result["residency"].items():
