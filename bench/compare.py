@@ -807,7 +807,7 @@ def markdown(result):
             for k, v in d["medians_ns"].items():
                 lines.append(f"| {row} | {k} | {v:.0f} |")
     if result["residency"]:
-        lines += ["", f"Residency ({max(THREADS)} threads; batch as the throughput case; decode: 1 token, 65536 random ids):", "",
+        lines += ["", f"Residency ({max(THREADS)} thread(s); batch as the throughput case; decode: 1 token, 65536 random ids):", "",
                   "| shape | mode | open | first call | tokens/s | decode p50 | table resident | in huge pages | process PSS |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for row, r in result["residency"].items():
@@ -818,7 +818,9 @@ def markdown(result):
                          f"{mib(r['process_pss'])} |")
     g = goals(result)
     if g:
-        lines += ["", f"Against the goals of issue 12 ({max(THREADS)} threads, this run):", "", "| goal | measured | |", "|---|---|---|"]
+        n = max(THREADS)
+        lines += ["", f"Against the goals of issue 12 ({n} thread{'s' if n > 1 else ''}, this run):", "",
+                  "| goal | measured | |", "|---|---|---|"]
         lines += [f"| {a} | {b} | {c} |" for a, b, c in g]
     return "\n".join(lines)
 
