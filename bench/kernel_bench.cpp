@@ -1,169 +1,223 @@
-// Google Benchmark programs for the kernels: table dtype x output dtype x dim x batch x threads,
-// beside a memory-copy roofline measured in the same run (bytes read + written per second by a
-// parallel memcpy of 256 MiB). The JSON context carries the ISA and the thread counts.
+// Google Benchmark programs for the kernels: every case of issue 12 (GPT-2 in each dtype and bf16
+// output, BERT-base with LayerNorm, Llama-3 and Gemma-3 shapes, small dims over tables 4x the
+// last-level cache), each beside its honest roofline (tools/perf/roofline.hpp: the same bytes
+// streamed in order, same ISA, same threads), plus warm and cold single-token decode beside the
+// cold row's physical limit. Counters give tokens/s and each size against the LLC; the JSON
+// context carries the ISA, the LLC and the thread counts.
 //
-//   build/release/bench/embedrt_bench_kernels --benchmark_format=json --benchmark_out=k.json
+//   build/release/bench/embedrt_bench_kernels --benchmark_format=json --benchmark_out=kernels.json
+//   build/release/bench/embedrt_bench_kernels --benchmark_filter='GPT2|Roofline/gpt2'   # a subset
+//
+// Generated models live in $TMPDIR only while the program runs (Gemma-3's table is 2.8 GB).
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
-#include <cstring>
+#include <chrono>
 #include <filesystem>
 #include <map>
-#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 #include <random>
+#include <thread>
 
 #include "embedrt/embedder.hpp"
 #include "embedrt/embedrt.hpp"
-#include "embedrt/half.hpp"
+#include "machine.hpp"
+#include "roofline.hpp"
+#include "roofline_kernels.hpp"
+#include "synthetic_model.hpp"
 
 namespace {
 
 using embedrt::DType;
 using embedrt::OutputDType;
+using embedrt::perf::SyntheticSpec;
 
-// One synthetic model per (dtype, vocab, dim), written once and mapped for the whole run.
-const embedrt::Model& model_for(DType dtype, std::uint64_t vocab, std::uint64_t dim) {
-  static std::map<std::tuple<int, std::uint64_t, std::uint64_t>, embedrt::Model> cache;
-  const auto key = std::make_tuple(static_cast<int>(dtype), vocab, dim);
+const embedrt::perf::CacheInfo& llc() {
+  static const embedrt::perf::CacheInfo info = embedrt::perf::last_level_cache();
+  return info;
+}
+
+struct Case {
+  const char* name;
+  SyntheticSpec spec;
+  OutputDType out;
+  std::uint64_t batch, seq;
+};
+
+// Vocabulary of a small-dim table 4x the LLC: the DRAM-bound case at that width.
+std::uint64_t vocab_past_llc(DType dtype, std::uint64_t dim) {
+  return 4 * llc().bytes / embedrt::default_row_stride(dtype, dim) + 1;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  const auto gpt2 = [](DType d) { return SyntheticSpec{50257, 768, d, 1024}; };
+  all.push_back({"gpt2/f32->f32", gpt2(DType::kF32), OutputDType::kF32, 8, 1024});
+  all.push_back({"gpt2/bf16->f32", gpt2(DType::kBF16), OutputDType::kF32, 8, 1024});
+  all.push_back({"gpt2/f16->f32", gpt2(DType::kF16), OutputDType::kF32, 8, 1024});
+  all.push_back({"gpt2/int8->f32", gpt2(DType::kInt8Rowwise), OutputDType::kF32, 8, 1024});
+  all.push_back({"gpt2/f32->bf16", gpt2(DType::kF32), OutputDType::kBF16, 8, 1024});
+  all.push_back({"gpt2/bf16->bf16", gpt2(DType::kBF16), OutputDType::kBF16, 8, 1024});
+  all.push_back({"bert/f32+ln", {30522, 768, DType::kF32, 512, 2, true}, OutputDType::kF32, 8, 512});
+  all.push_back({"llama3/f32->f32", {128256, 4096, DType::kF32}, OutputDType::kF32, 4, 512});
+  all.push_back({"llama3/bf16->bf16", {128256, 4096, DType::kBF16}, OutputDType::kBF16, 4, 512});
+  SyntheticSpec gemma{262144, 5376, DType::kBF16};
+  gemma.token_scale = 73.5;  // sqrt(5376) rounded to bf16, as the gemma recipe stores it
+  all.push_back({"gemma3/bf16->bf16", gemma, OutputDType::kBF16, 4, 512});
+  for (std::uint64_t dim : {64, 128, 256, 384}) {
+    static std::vector<std::string> names;
+    names.push_back("dim" + std::to_string(dim) + "/bf16->bf16");
+    all.push_back({names.back().c_str(), {vocab_past_llc(DType::kBF16, dim), dim, DType::kBF16}, OutputDType::kBF16, 8, 1024});
+  }
+  return all;
+}
+
+// One generated model per spec, written once and opened for the whole run (the file is removed
+// at once: the mapping keeps it), with the residency asked for.
+const embedrt::Model& model_for(const SyntheticSpec& spec, embedrt::Residency residency) {
+  static std::map<std::string, embedrt::Model> cache;
+  const std::string key = spec.describe() + "/" + std::string(embedrt::residency_name(residency));
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("embedrt-kbench-" + std::to_string(::getpid()) + ".embt")).string();
-  embedrt::Metadata meta;
-  meta.position_kind = embedrt::PositionKind::kLearned;
-  auto writer = embedrt::TableFileWriter::begin(
-      path, {{"tok", embedrt::Role::kToken, dtype, vocab, dim}, {"pos", embedrt::Role::kPosition, dtype, 1024, dim}},
-      meta, {.overwrite = true, .sync = false});
-  if (!writer) throw std::runtime_error(writer.error().message());
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (std::size_t t = 0; t < 2; ++t) {
-    for (std::uint64_t r = 0; r < writer->spec(t).rows; ++r) {
-      auto row = writer->row(t, r);
-      for (std::uint64_t j = 0; j < dim; ++j) {
-        const float v = normal(rng);
-        switch (dtype) {
-          case DType::kF32: std::memcpy(row.data() + 4 * j, &v, 4); break;
-          case DType::kF16: { const auto h = embedrt::f32_to_f16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
-          case DType::kBF16: { const auto h = embedrt::f32_to_bf16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
-          case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(static_cast<std::int8_t>(v * 3000)); break;
-          case DType::kInt4Rowwise: break;  // (codes 0; scale and bias below)
-          case DType::kInt32: break;  // (not a value table)
-        }
-      }
-      if (dtype == DType::kInt8Rowwise) {
-        const float scale = 1.0f / 3000, bias = 0.0f;
-        std::memcpy(row.data() + embedrt::int8_params_offset(dim), &scale, 4);
-        std::memcpy(row.data() + embedrt::int8_params_offset(dim) + 4, &bias, 4);
-      }
-    }
-  }
-  if (auto s = writer->commit(); !s) throw std::runtime_error(s.error().message());
-  auto model = embedrt::Model::open(path, {.populate = true});
+  if (auto s = embedrt::perf::write_synthetic_model(path, spec); !s) throw std::runtime_error(s.error().message());
+  auto model = embedrt::Model::open(path, {.residency = residency});
   std::filesystem::remove(path);
   if (!model) throw std::runtime_error(model.error().message());
   return cache.emplace(key, std::move(*model)).first->second;
 }
 
-// Args: table dtype, output dtype, dim, batch, sequence length, threads, vocab.
-void BM_Embed(benchmark::State& state) {
-  const auto dtype = static_cast<DType>(state.range(0));
-  const auto out_dtype = static_cast<OutputDType>(state.range(1));
-  const auto dim = static_cast<std::uint64_t>(state.range(2));
-  const auto batch = static_cast<std::uint64_t>(state.range(3)), seq = static_cast<std::uint64_t>(state.range(4));
-  const int threads = static_cast<int>(state.range(5));
-  const auto vocab = static_cast<std::uint64_t>(state.range(6));
-  const embedrt::Model& model = model_for(dtype, vocab, dim);
+void size_counters(benchmark::State& state, std::uint64_t table_bytes, std::uint64_t out_bytes) {
+  state.counters["table_vs_llc"] = static_cast<double>(table_bytes) / static_cast<double>(llc().bytes);
+  state.counters["out_vs_llc"] = static_cast<double>(out_bytes) / static_cast<double>(llc().bytes);
+}
+
+// The gather: Args(threads, residency). Ids rotate through 8 random batches (rows touched across
+// calls exceed the LLC for tables past it).
+void BM_Embed(benchmark::State& state, Case c) {
+  const int threads = static_cast<int>(state.range(0));
+  const auto residency = static_cast<embedrt::Residency>(state.range(1));
+  const embedrt::Model& model = model_for(c.spec, residency);
   tbb::task_arena arena(threads);
   auto embedder = embedrt::Embedder::create(model, {.arena = &arena});
   if (!embedder) return state.SkipWithError(embedder.error().message().c_str());
-  std::vector<std::int64_t> ids(batch * seq);
+  const std::uint64_t tokens = c.batch * c.seq;
+  std::vector<std::vector<std::int64_t>> ids(8, std::vector<std::int64_t>(tokens));
   std::mt19937_64 rng(7);
-  for (auto& id : ids) id = static_cast<std::int64_t>(rng() % vocab);
-  std::vector<std::byte> out_bytes(ids.size() * dim * embedrt::output_element_bytes(out_dtype));
-  const embedrt::OutputSpan out = embedrt::OutputSpan::from_bytes(out_bytes, out_dtype).value();
-  embedrt::EmbedRequest request;
-  request.ids = ids;
-  request.sequences = batch;
+  for (auto& set : ids) {
+    for (auto& id : set) id = static_cast<std::int64_t>(rng() % c.spec.vocab);
+  }
+  const std::uint64_t out_bytes = tokens * c.spec.dim * embedrt::output_element_bytes(c.out);
+  std::vector<std::byte> out_storage(out_bytes + 64);
+  auto* aligned = out_storage.data() + (64 - reinterpret_cast<std::uintptr_t>(out_storage.data()) % 64) % 64;
+  const embedrt::OutputSpan out = embedrt::OutputSpan::from_bytes({aligned, out_bytes}, c.out).value();
+  std::vector<embedrt::EmbedRequest> requests(ids.size());
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    requests[k].ids = ids[k];
+    requests[k].sequences = c.batch;
+  }
+  std::size_t k = 0;
   for (auto _ : state) {
-    if (auto s = embedder->embed(request, out); !s) return state.SkipWithError(s.error().message().c_str());
+    if (auto s = embedder->embed(requests[k++ % requests.size()], out); !s) return state.SkipWithError(s.error().message().c_str());
     benchmark::ClobberMemory();
   }
-  const double tokens = static_cast<double>(ids.size());
-  const double bytes = tokens * static_cast<double>(embedrt::row_bytes(dtype, dim) + dim * (out_dtype == OutputDType::kF32 ? 4 : 2));
-  state.counters["tokens/s"] = benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["bytes/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = threads;
-  state.SetLabel(std::string(embedrt::dtype_name(dtype)) + "->" +
-                 (out_dtype == OutputDType::kF32 ? "f32" : out_dtype == OutputDType::kBF16 ? "bf16" : "f16"));
+  size_counters(state, model.token().bytes.size(), out_bytes);
+  const auto memory = embedrt::perf::range_memory(model.token().bytes.data(), model.token().bytes.size());
+  state.counters["table_huge_MiB"] = static_cast<double>(memory.anon_huge + memory.file_pmd) / (1 << 20);
 }
 
-void kernel_args(benchmark::internal::Benchmark* b) {
+// The case's roofline: Args(threads).
+void BM_Roofline(benchmark::State& state, Case c) {
+  const int threads = static_cast<int>(state.range(0));
+  tbb::task_arena arena(threads);
+  embedrt::perf::StreamCase s;
+  s.table = c.spec.dtype;
+  s.out = c.out;
+  s.dim = c.spec.dim;
+  s.tokens = c.batch * c.seq;
+  s.min_table_bytes = 4 * llc().bytes;
+  s.stream = s.tokens * c.spec.dim * embedrt::output_element_bytes(c.out) > llc().bytes / 2;  // the Embedder's rule
+  embedrt::perf::StreamRoofline roofline(embedrt::default_isa().value(), s);
+  for (auto _ : state) roofline.call(arena);
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(s.tokens), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+  size_counters(state, roofline.table_bytes(), roofline.output_bytes());
+}
+
+// Single-token decode at dim 768 (GPT-2 f32): Args(cold). Warm: 8 ids that stay cached. Cold: the
+// row and the output evicted before each call. Each call is timed on its own (manual time: the
+// eviction is not in it, and PauseTiming costs more than the call).
+void BM_Decode(benchmark::State& state) {
+  const bool cold = state.range(0) != 0;
+  const embedrt::Model& model = model_for({50257, 768, DType::kF32, 1024}, embedrt::Residency::kPopulate);
+  auto embedder = embedrt::Embedder::create(model);
+  if (!embedder) return state.SkipWithError(embedder.error().message().c_str());
+  std::vector<std::int64_t> ids = {464, 2068, 7586, 21831, 18045, 625, 262, 16931};
+  float out[768];
+  embedrt::EmbedRequest request;
+  std::size_t k = 0;
+  const std::uint64_t row = embedrt::row_bytes(DType::kF32, 768);
+  for (auto _ : state) {
+    const std::int64_t& id = ids[k++ % ids.size()];
+    request.ids = std::span<const std::int64_t>(&id, 1);
+    if (cold) {
+      embedrt::perf::evict(model.token().row(static_cast<std::uint64_t>(id)), row);
+      embedrt::perf::evict(out, sizeof out);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const auto s = embedder->embed(request, embedrt::OutputSpan(out));
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (!s) return state.SkipWithError(s.error().message().c_str());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(cold ? "cold (row and output evicted)" : "warm");
+}
+
+// The cold row's physical limit: the row evicted, every line of it prefetched at once, then the add.
+void BM_DecodeLimit(benchmark::State& state) {
+  const embedrt::Model& model = model_for({50257, 768, DType::kF32, 1024}, embedrt::Residency::kPopulate);
+  const auto limit = embedrt::perf::roofline_kernels(embedrt::default_isa().value()).get_decode(DType::kF32, OutputDType::kF32);
+  std::vector<std::int64_t> ids = {464, 2068, 7586, 21831, 18045, 625, 262, 16931};
+  float out[768];
+  std::size_t k = 0;
+  const std::uint64_t row = embedrt::row_bytes(DType::kF32, 768);
+  for (auto _ : state) {
+    const auto* token = model.token().row(static_cast<std::uint64_t>(ids[k++ % ids.size()]));
+    embedrt::perf::evict(token, row);
+    embedrt::perf::evict(out, sizeof out);
+    const auto start = std::chrono::steady_clock::now();
+    limit({token, model.position()->row(0), row, 768, 0, reinterpret_cast<std::byte*>(out)});
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel("cold row, lines prefetched at once, then the add");
+}
+
+void register_all() {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   const std::vector<int> thread_counts = cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
-  for (int threads : thread_counts) {
-    // GPT-2 small shape, every table dtype, f32 output; bf16 output for f32 and bf16 tables.
-    for (int dtype = 1; dtype <= 4; ++dtype) b->Args({dtype, 0, 768, 8, 1024, threads, 50257});
-    b->Args({1, 1, 768, 8, 1024, threads, 50257});
-    b->Args({3, 1, 768, 8, 1024, threads, 50257});
-    b->Args({1, 2, 768, 8, 1024, threads, 50257});
-    // Llama-3 shape (128256 x 4096), 4 x 512, f32 and bf16 tables.
-    b->Args({1, 0, 4096, 4, 512, threads, 128256});
-    b->Args({3, 0, 4096, 4, 512, threads, 128256});
+  for (const Case& c : cases()) {
+    auto* embed = benchmark::RegisterBenchmark(("Embed/" + std::string(c.name)).c_str(), BM_Embed, c);
+    auto* roof = benchmark::RegisterBenchmark(("Roofline/" + std::string(c.name)).c_str(), BM_Roofline, c);
+    for (int t : thread_counts) {
+      embed->Args({t, static_cast<int>(embedrt::Residency::kPopulate)});
+      roof->Args({t});
+    }
+    for (auto* b : {embed, roof}) b->UseRealTime()->Unit(benchmark::kMicrosecond);
   }
-  // Single-token decode at dim 768 and odd widths, one thread (inline path).
-  for (int dim : {768, 769, 4096}) b->Args({1, 0, dim, 1, 1, 1, 50257});
-}
-BENCHMARK(BM_Embed)->Apply(kernel_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
-
-// The streaming-store choice, measured as it matters: embed, then a consumer reads the whole
-// output (as the next layer would). Args: batch of 1024-token GPT-2 sequences, streaming
-// (0 never, 1 always). Output sizes run from 3 MiB to 48 MiB around the last-level cache.
-void BM_EmbedThenRead(benchmark::State& state) {
-  const auto batch = static_cast<std::uint64_t>(state.range(0));
-  const bool stream = state.range(1) != 0;
-  const embedrt::Model& model = model_for(DType::kF32, 50257, 768);
-  auto embedder = embedrt::Embedder::create(
-      model, {.nontemporal = stream ? embedrt::NonTemporal::kAlways : embedrt::NonTemporal::kNever});
-  if (!embedder) return state.SkipWithError(embedder.error().message().c_str());
-  std::vector<std::int64_t> ids(batch * 1024);
-  std::mt19937_64 rng(9);
-  for (auto& id : ids) id = static_cast<std::int64_t>(rng() % 50257);
-  std::vector<float> out(ids.size() * 768);
-  embedrt::EmbedRequest request;
-  request.ids = ids;
-  request.sequences = batch;
-  for (auto _ : state) {
-    if (auto s = embedder->embed(request, embedrt::OutputSpan(out)); !s) return state.SkipWithError(s.error().message().c_str());
-    float sum = 0;
-    for (std::size_t i = 0; i < out.size(); i += 16) sum += out[i];  // touch every cache line
-    benchmark::DoNotOptimize(sum);
+  // Residency: the same gathers from a copy in huge pages (the largest tables feel the TLB most).
+  for (const Case& c : cases()) {
+    if (std::string(c.name).rfind("gemma3", 0) != 0 && std::string(c.name).rfind("dim128", 0) != 0) continue;
+    benchmark::RegisterBenchmark(("Embed/" + std::string(c.name)).c_str(), BM_Embed, c)
+        ->Args({cores, static_cast<int>(embedrt::Residency::kCopy)})
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   }
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(ids.size()), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["out_MiB"] = static_cast<double>(out.size() * 4) / (1 << 20);
-  state.SetLabel(stream ? "streaming" : "regular");
+  benchmark::RegisterBenchmark("Decode/gpt2-f32", BM_Decode)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kNanosecond);
+  benchmark::RegisterBenchmark("DecodeLimit/gpt2-f32", BM_DecodeLimit)->UseManualTime()->Unit(benchmark::kNanosecond);
 }
-BENCHMARK(BM_EmbedThenRead)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
-
-// The roofline: bytes read + written per second by memcpy of 256 MiB split across threads.
-void BM_MemcpyRoofline(benchmark::State& state) {
-  const int threads = static_cast<int>(state.range(0));
-  const std::size_t bytes = 256u << 20;
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  tbb::task_arena arena(threads);
-  for (auto _ : state) {
-    arena.execute([&] {
-      tbb::parallel_for(0, threads, [&](int t) {
-        const std::size_t begin = bytes / threads * t, end = t + 1 == threads ? bytes : bytes / threads * (t + 1);
-        std::memcpy(dst.data() + begin, src.data() + begin, end - begin);
-      });
-    });
-    benchmark::ClobberMemory();
-  }
-  state.counters["bytes/s"] = benchmark::Counter(2.0 * bytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["threads"] = threads;
-}
-BENCHMARK(BM_MemcpyRoofline)->Arg(1)->Arg(static_cast<int>(std::thread::hardware_concurrency()))->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
@@ -173,7 +227,10 @@ int main(int argc, char** argv) {
   for (auto isa : embedrt::supported_isas()) isas += (isas.empty() ? "" : ",") + std::string(embedrt::isa_name(isa));
   benchmark::AddCustomContext("embedrt.supported_isas", isas);
   benchmark::AddCustomContext("embedrt.max_threads", std::to_string(tbb::this_task_arena::max_concurrency()));
+  benchmark::AddCustomContext("embedrt.llc_bytes", std::to_string(llc().bytes));
+  benchmark::AddCustomContext("embedrt.thp", embedrt::perf::transparent_hugepage_mode());
   benchmark::AddCustomContext("embedrt.version", embedrt::version());
+  register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -39,7 +39,7 @@ const embedrt::Model& gpt2_model() {
       }
     }
     if (auto s = writer->commit(); !s) throw std::runtime_error(s.error().message());
-    auto opened = embedrt::Model::open(path, {.populate = true});
+    auto opened = embedrt::Model::open(path, {.residency = embedrt::Residency::kPopulate});
     std::filesystem::remove(path);  // the mapping keeps it alive
     if (!opened) throw std::runtime_error(opened.error().message());
     return std::move(*opened);

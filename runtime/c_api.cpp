@@ -87,10 +87,26 @@ const char* embedrt_error_message(const embedrt_error* error) { return error ? e
 void embedrt_error_free(embedrt_error* error) { delete error; }
 
 embedrt_status embedrt_model_open(const char* path, embedrt_model** model, embedrt_error** error) {
+  return embedrt_model_open_with(path, EMBEDRT_RESIDENCY_MMAP, 0, model, error);
+}
+
+embedrt_status embedrt_model_open_with(const char* path, int residency, int lock_in_memory, embedrt_model** model,
+                                       embedrt_error** error) {
   return guarded(error, [&]() -> embedrt_status {
     if (path == nullptr || model == nullptr) return fail(error, EMBEDRT_INVALID_ARGUMENT, "path and model must not be NULL");
     *model = nullptr;
-    auto opened = embedrt::Model::open(path);
+    embedrt::OpenOptions options;
+    switch (residency) {
+      case EMBEDRT_RESIDENCY_MMAP: options.residency = embedrt::Residency::kMmap; break;
+      case EMBEDRT_RESIDENCY_POPULATE: options.residency = embedrt::Residency::kPopulate; break;
+      case EMBEDRT_RESIDENCY_COPY: options.residency = embedrt::Residency::kCopy; break;
+      default:
+        return fail(error, EMBEDRT_INVALID_ARGUMENT,
+                    "residency value " + std::to_string(residency) +
+                        " is not EMBEDRT_RESIDENCY_MMAP (0), EMBEDRT_RESIDENCY_POPULATE (1) or EMBEDRT_RESIDENCY_COPY (2)");
+    }
+    options.lock_in_memory = lock_in_memory != 0;
+    auto opened = embedrt::Model::open(path, options);
     if (!opened) return fail(error, opened.error());
     *model = new embedrt_model{std::move(*opened)};
     return EMBEDRT_OK;

@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -31,6 +33,80 @@ void release_resident_pages(const std::byte* begin, const std::byte* end) noexce
   const auto last = reinterpret_cast<std::uintptr_t>(end) & ~(page - 1);
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
+
+std::string_view residency_name(Residency residency) noexcept {
+  switch (residency) {
+    case Residency::kMmap: return "mmap";
+    case Residency::kPopulate: return "populate";
+    case Residency::kCopy: return "copy";
+  }
+  return "?";
+}
+
+std::optional<Residency> parse_residency(std::string_view name) noexcept {
+  for (Residency r : {Residency::kMmap, Residency::kPopulate, Residency::kCopy}) {
+    if (name == residency_name(r)) return r;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Transparent huge pages on x86-64 (and most other 64-bit targets) are 2 MiB: a copy is placed
+// and sized in whole huge pages so that every part of it can be backed by one.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+bool same_contents_state(const struct stat& a, const struct stat& b) {
+  return a.st_ino == b.st_ino && a.st_dev == b.st_dev && a.st_size == b.st_size &&
+         a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
+         a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
+// Anonymous read-write memory of `length` bytes (a multiple of kHugePage) starting on a huge-page
+// boundary, advised to use huge pages before any of it is touched.
+void* map_huge_aligned(std::size_t length) {
+  const std::size_t reserved = length + kHugePage;
+  void* raw = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return MAP_FAILED;
+  const auto begin = reinterpret_cast<std::uintptr_t>(raw);
+  const auto aligned = (begin + kHugePage - 1) & ~(std::uintptr_t{kHugePage} - 1);
+  if (aligned > begin) ::munmap(raw, aligned - begin);
+  if (const std::uintptr_t tail = begin + reserved - (aligned + length); tail > 0) {
+    ::munmap(reinterpret_cast<void*>(aligned + length), tail);
+  }
+  void* addr = reinterpret_cast<void*>(aligned);
+#ifdef MADV_HUGEPAGE
+  ::madvise(addr, length, MADV_HUGEPAGE);  // a hint: without THP the copy works on 4 KiB pages
+#endif
+  return addr;
+}
+
+// Reads the whole file into `dest`. The file's identity and times are compared before and after:
+// a copy that overlapped a rewrite in place could mix two versions, so it is refused, not kept.
+Status copy_file(int fd, const std::string& path, const struct stat& before, std::byte* dest, std::size_t size) {
+  std::size_t done = 0;
+  while (done < size) {
+    const std::size_t chunk = std::min<std::size_t>(size - done, std::size_t{64} << 20);
+    const ssize_t n = ::pread(fd, dest + done, chunk, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      return Error(ErrorCode::kIo, "cannot read '" + path + "' at byte " + std::to_string(done) + ": " +
+                                       errno_message(e));
+    }
+    if (n == 0) break;  // shorter than it was at open: caught below
+    done += static_cast<std::size_t>(n);
+  }
+  struct stat after {};
+  if (done != size || ::fstat(fd, &after) != 0 || !same_contents_state(before, after)) {
+    return Error(ErrorCode::kIo, "'" + path + "' changed while it was being copied into memory (" +
+                                     std::to_string(done) + " of " + std::to_string(size) +
+                                     " bytes read); open it again once it is complete");
+  }
+  return {};
+}
+
+}  // namespace
 
 Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& options) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
@@ -56,40 +132,65 @@ Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& o
     ::close(fd);
     return Error(ErrorCode::kMalformed, "'" + path + "' is empty");
   }
-  int flags = MAP_SHARED;
-  if (options.populate) flags |= MAP_POPULATE;
-  void* addr = ::mmap(nullptr, size, PROT_READ, flags, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (addr == MAP_FAILED) {
-    return Error(ErrorCode::kIo, "cannot map '" + path + "': " + errno_message(map_errno));
+  void* addr = MAP_FAILED;
+  std::size_t length = size;
+  int map_errno = 0;
+  if (options.residency == Residency::kCopy) {
+    if (size > SIZE_MAX - 2 * kHugePage) {
+      ::close(fd);
+      return Error(ErrorCode::kIo, "cannot copy '" + path + "' into memory: " + std::to_string(size) + " bytes");
+    }
+    length = (size + kHugePage - 1) / kHugePage * kHugePage;
+    addr = map_huge_aligned(length);
+    map_errno = errno;
+    if (addr != MAP_FAILED) {
+      if (Status s = copy_file(fd, path, st, static_cast<std::byte*>(addr), size); !s) {
+        ::munmap(addr, length);
+        ::close(fd);
+        return std::move(s).error();
+      }
+      ::mprotect(addr, length, PROT_READ);  // as read-only as a mapping of the file
+    }
+  } else {
+    int flags = MAP_SHARED;
+    if (options.residency == Residency::kPopulate) flags |= MAP_POPULATE;
+    addr = ::mmap(nullptr, size, PROT_READ, flags, fd, 0);
+    map_errno = errno;
   }
-  // Advice is a hint; failures are not errors (e.g. no THP support).
-  if (options.will_need) ::madvise(addr, size, MADV_WILLNEED);
-  if (options.random_access) ::madvise(addr, size, MADV_RANDOM);
-#ifdef MADV_HUGEPAGE
-  if (options.huge_pages) ::madvise(addr, size, MADV_HUGEPAGE);
-#endif
+  ::close(fd);  // a mapping keeps the file alive; a copy no longer needs it
+  if (addr == MAP_FAILED) {
+    return Error(ErrorCode::kIo, std::string(options.residency == Residency::kCopy ? "cannot allocate memory for '"
+                                                                                   : "cannot map '") +
+                                     path + "': " + errno_message(map_errno));
+  }
   bool locked = false;
   if (options.lock_in_memory) {
-    if (::mlock(addr, size) != 0) {
+    if (::mlock(addr, length) != 0) {
       const int e = errno;
-      ::munmap(addr, size);
+      ::munmap(addr, length);
       return Error(ErrorCode::kIo, "cannot lock '" + path + "' in memory (" +
-                                       std::to_string(size) + " bytes): " + errno_message(e) +
+                                       std::to_string(length) + " bytes): " + errno_message(e) +
                                        " (check RLIMIT_MEMLOCK)");
     }
     locked = true;
   }
-  return MappedFile(static_cast<const std::byte*>(addr), size, locked);
+  return MappedFile(static_cast<const std::byte*>(addr), size, length, options.residency, locked);
 }
 
-MappedFile::MappedFile(const std::byte* data, std::size_t size, bool locked)
-    : data_(data), size_(size), locked_(locked), fault_slot_(detail::register_mapping(data, size)) {}
+MappedFile::MappedFile(const std::byte* data, std::size_t size, std::size_t length, Residency residency, bool locked)
+    : data_(data),
+      size_(size),
+      length_(length),
+      residency_(residency),
+      locked_(locked),
+      // A copy cannot fault: nothing to guard.
+      fault_slot_(residency == Residency::kCopy ? detail::kNoFaultSlot : detail::register_mapping(data, size)) {}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
+      length_(std::exchange(other.length_, 0)),
+      residency_(other.residency_),
       locked_(std::exchange(other.locked_, false)),
       fault_slot_(std::exchange(other.fault_slot_, detail::kNoFaultSlot)) {}
 
@@ -98,6 +199,8 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    length_ = std::exchange(other.length_, 0);
+    residency_ = other.residency_;
     locked_ = std::exchange(other.locked_, false);
     fault_slot_ = std::exchange(other.fault_slot_, detail::kNoFaultSlot);
   }
@@ -113,8 +216,8 @@ void MappedFile::release() noexcept {
   detail::unregister_mapping(fault_slot_);
   fault_slot_ = detail::kNoFaultSlot;
   void* addr = const_cast<std::byte*>(data_);
-  if (locked_) ::munlock(addr, size_);
-  ::munmap(addr, size_);
+  if (locked_) ::munlock(addr, length_);
+  ::munmap(addr, length_);
   data_ = nullptr;
 }
 

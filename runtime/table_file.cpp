@@ -291,6 +291,7 @@ std::uint64_t TableFile::file_size() const noexcept { return impl_->mapping.byte
 std::uint16_t TableFile::version_major() const noexcept { return impl_->parsed.version_major; }
 std::uint16_t TableFile::version_minor() const noexcept { return impl_->parsed.version_minor; }
 const Metadata& TableFile::metadata() const noexcept { return impl_->parsed.metadata; }
+Residency TableFile::residency() const noexcept { return impl_->mapping.residency(); }
 std::span<const TableView> TableFile::tables() const noexcept { return impl_->parsed.tables; }
 
 const TableView* TableFile::find(std::string_view name) const noexcept {

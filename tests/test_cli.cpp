@@ -181,3 +181,66 @@ TEST_CASE("embed errors name what is wrong and print nothing on stdout") {
     CHECK(r.out.empty());
   }
 }
+
+TEST_CASE("--residency: every mode embeds the same numbers; an unknown one is a usage error") {
+  TempDir dir;
+  const std::string path = Gpt2Like().write(dir);
+  const Run mmap = run_cli(dir, "embed " + path + " --ids 3,1,4,1 --json");
+  REQUIRE(mmap.exit_code == 0);
+  for (const char* mode : {"mmap", "populate", "copy"}) {
+    CAPTURE(mode);
+    const Run r = run_cli(dir, "embed " + path + " --ids 3,1,4,1 --json --residency " + mode);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == mmap.out);
+  }
+  const Run bad = run_cli(dir, "embed " + path + " --ids 1 --residency huge");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("huge") != std::string::npos);
+  CHECK(bad.out.empty());
+}
+
+TEST_CASE("bench: sizes against the LLC, the case's roofline, cold decode beside its limit, residency figures") {
+  TempDir dir;
+  const std::string path = Gpt2Like().write(dir);
+  Run r = run_cli(dir, "bench " + path + " --batch 2 --seq 3 --seconds 0.01 --json --residency copy");
+  REQUIRE(r.exit_code == 0);
+  auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["mode"] == "gather");
+  CHECK(doc["llc"]["bytes"].get<std::uint64_t>() > 0);
+  CHECK(doc["sizes"]["regime"] == "cache");
+  CHECK(doc["residency"]["mode"] == "copy");
+  CHECK(doc["residency"]["table_rss"].get<std::uint64_t>() > 0);
+  CHECK(doc["tokens_per_second"].get<double>() > 0);
+
+  r = run_cli(dir, "bench --synthetic 1000x64 --dtype int8 --roofline --batch 2 --seq 8 --out-dtype bf16 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["mode"] == "roofline");
+  CHECK(doc["table_dtype"] == "int8");
+  CHECK(doc["out_dtype"] == "bf16");
+  CHECK(doc["row_stride"] == 128);  // align_up(64 codes + scale + bias, 64)
+  CHECK(doc["sizes"]["table_vs_llc"].get<double>() >= 4.0);
+
+  r = run_cli(dir, "bench " + path + " --batch 1 --seq 1 --evict --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["mode"] == "decode_cold");
+  CHECK(doc["embedrt_ns"]["p50"].get<double>() > 0);
+  CHECK(doc["limit_ns"]["p50"].get<double>() > 0);
+
+  const std::string kept = dir.file("synthetic.embt");
+  r = run_cli(dir, "bench --synthetic 500x16 --dtype bf16 --positions 8 --synthetic-file " + kept + " --batch 1 --seq 8 --seconds 0.01");
+  CHECK(r.exit_code == 0);
+  CHECK(std::filesystem::exists(kept));
+  r = run_cli(dir, "bench --synthetic 500x32 --synthetic-file " + kept + " --seconds 0.01");  // another shape: refused
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("500x16") != std::string::npos);
+
+  // Usage errors: --evict on more than one token, no model, a model and --synthetic.
+  for (const std::string& args : {path + " --batch 2 --seq 1 --evict", std::string(), path + " --synthetic 10x10"}) {
+    CAPTURE(args);
+    r = run_cli(dir, "bench " + args + " --seconds 0.01");
+    CHECK(r.exit_code == 2);
+    CHECK_FALSE(r.err.empty());
+  }
+}

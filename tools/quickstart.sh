@@ -48,11 +48,11 @@ echo "==> verify"
 echo "==> embed 2 sequences of 3 tokens (first 4 values of each vector)"
 "$embedrt" embed "$model" --ids 464,2068,7586,21831,18045,625 --batch 2 | cut -d' ' -f1-6
 
-echo "==> throughput: embedrt bench (GPT-2 shape, 8 x 1024 tokens, all cores) beside the memcpy roofline"
+echo "==> throughput: embedrt bench (GPT-2 shape, 8 x 1024 tokens, all cores) beside its roofline"
 "$embedrt" bench "$model" --batch 8 --seq 1024 --seconds 1
-"$embedrt" bench "$model" --roofline --seconds 1
+"$embedrt" bench "$model" --roofline --seconds 1   # the same bytes streamed in order: the limit
 echo "==> single-token decode latency"
-"$embedrt" bench "$model" --batch 1 --seq 1 --threads 1 --seconds 1 | tail -1
+"$embedrt" bench "$model" --batch 1 --seq 1 --threads 1 --seconds 1 | grep latency
 
 echo "==> the Python package: pip install . into build/python-venv (tools/setup-python-venv.sh), then three lines"
 ./tools/setup-python-venv.sh

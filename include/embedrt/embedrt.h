@@ -68,7 +68,19 @@ embedrt_status embedrt_error_code(const embedrt_error* error);
 const char* embedrt_error_message(const embedrt_error* error);
 void embedrt_error_free(embedrt_error* error);
 
+typedef enum embedrt_residency {
+  EMBEDRT_RESIDENCY_MMAP = 0,     /* shared mapping, faulted in lazily (embedrt_model_open's) */
+  EMBEDRT_RESIDENCY_POPULATE = 1, /* shared mapping, every page read at open */
+  EMBEDRT_RESIDENCY_COPY = 2      /* private copy in huge pages, immune to the file changing */
+} embedrt_residency;
+
 embedrt_status embedrt_model_open(const char* path, embedrt_model** model, embedrt_error** error);
+/* As embedrt_model_open, holding the bytes as `residency` says (an embedrt_residency value; an
+ * int, so that any value is well defined and an unknown one is refused with
+ * EMBEDRT_INVALID_ARGUMENT); `lock_in_memory` nonzero mlocks them (refused past RLIMIT_MEMLOCK).
+ * See embedrt::Residency in embedrt/table_file.hpp. */
+embedrt_status embedrt_model_open_with(const char* path, int residency, int lock_in_memory, embedrt_model** model,
+                                       embedrt_error** error);
 
 /* Turns SIGBUS from a model file truncated under its mapping into an error of the call that read
  * it (embedrt/fault_guard.hpp). Opt-in, process-wide, idempotent. */

@@ -1,7 +1,8 @@
 // Read-only, memory-mapped access to an .embt file.
 //
 // Opening maps the file and validates its header, directory and metadata with overflow-checked
-// arithmetic; it never touches table data, so it costs O(1) in the size of the tables. Checking
+// arithmetic; with the default residency it never touches table data, so it costs O(1) in the
+// size of the tables (Residency::kPopulate and kCopy read every byte once, by design). Checking
 // the data checksums is the separate verify() call.
 //
 // Thread safety: a TableFile is immutable after open(). Copies share one mapping, which lives as
@@ -11,8 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "embedrt/error.hpp"
@@ -20,12 +23,27 @@
 
 namespace embedrt {
 
+// How an opened file's bytes are held in memory, chosen at open. README.md ("Residency") has the
+// measurements behind each trade-off.
+enum class Residency : std::uint8_t {
+  // A shared read-only mapping, faulted in lazily: O(1) open; every process mapping the file
+  // shares one copy through the page cache. Rows are read through 4 KiB pages.
+  kMmap,
+  // The same shared mapping with every page read and mapped at open (MAP_POPULATE): open costs a
+  // pass over the file, and no request pays a page fault afterwards. Still shared.
+  kPopulate,
+  // A private copy in anonymous memory aligned for 2 MiB transparent huge pages (MADV_HUGEPAGE):
+  // fewer TLB misses on random rows of a large table, and immune to the file being truncated or
+  // rewritten while open. Costs a copy at open and the table's size in every process.
+  kCopy,
+};
+
+std::string_view residency_name(Residency residency) noexcept;  // "mmap", "populate", "copy"
+std::optional<Residency> parse_residency(std::string_view name) noexcept;
+
 struct OpenOptions {
-  bool populate = false;       // pre-fault every page at open (MAP_POPULATE)
-  bool will_need = false;      // start read-ahead of the whole file (MADV_WILLNEED)
-  bool random_access = false;  // disable read-ahead, for gathers from a cold table (MADV_RANDOM)
-  bool lock_in_memory = false; // mlock the mapping; open fails if the OS refuses
-  bool huge_pages = false;     // ask for transparent huge pages where the kernel allows it
+  Residency residency = Residency::kMmap;
+  bool lock_in_memory = false;  // mlock the bytes (any residency); open fails if the OS refuses
 };
 
 // One table, as described by its directory entry, with a view of its mapped bytes.
@@ -52,6 +70,8 @@ class TableFile {
   std::uint16_t version_major() const noexcept;
   std::uint16_t version_minor() const noexcept;
   const Metadata& metadata() const noexcept;
+  // How the bytes are held (OpenOptions::residency).
+  Residency residency() const noexcept;
   std::span<const TableView> tables() const noexcept;
 
   // The table with this name or role; nullptr when there is none.

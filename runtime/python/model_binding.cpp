@@ -194,16 +194,16 @@ nb::object decoded_path(const std::string& path) {
 void init_model(PyModel* self, nb::handle path, const std::string& residency, bool lock_in_memory) {
   const std::string file = read_path(path, "path");
   OpenOptions options;
-  if (residency == "populate") {
-    options.populate = true;
-  } else if (residency != "mmap") {
-    raise_invalid("residency", "'" + residency + "'; expected 'mmap' or 'populate'");
+  if (const auto mode = parse_residency(residency)) {
+    options.residency = *mode;
+  } else {
+    raise_invalid("residency", "'" + residency + "'; expected 'mmap', 'populate' or 'copy'");
   }
   options.lock_in_memory = lock_in_memory;
   std::optional<Result<Model>> model;
   std::optional<Result<Embedder>> embedder;
   {
-    nb::gil_scoped_release release;  // populate and mlock read the whole file
+    nb::gil_scoped_release release;  // populate, copy and mlock read the whole file
     model.emplace(Model::open(file, options));
     if (*model) embedder.emplace(Embedder::create(**model));
   }
@@ -457,7 +457,9 @@ Model(path, residency="mmap", lock_in_memory=False)
 
   path: the .embt file (str, bytes or os.PathLike).
   residency: "mmap" maps the file and lets the page cache bring rows in on first use (opening
-    costs O(1)); "populate" reads every page in at open.
+    costs O(1)); "populate" reads every page in at open; "copy" reads the file into a private
+    copy on transparent huge pages (fewer TLB misses, immune to the file changing underneath,
+    but not shared with other processes).
   lock_in_memory: mlock the mapping so it is never paged out; refused (OSError) if the system
     does not allow it.
 

@@ -30,6 +30,21 @@ int main(int argc, char** argv) {
   error = NULL;
   CHECK(embedrt_model_open(NULL, &model, NULL) == EMBEDRT_INVALID_ARGUMENT); /* NULL error pointer is fine */
 
+  /* Residency: an unknown value is refused naming it; every mode opens the same model. */
+  CHECK(embedrt_model_open_with(argv[1], 3, 0, &model, &error) == EMBEDRT_INVALID_ARGUMENT);
+  CHECK(error != NULL && strstr(embedrt_error_message(error), "residency value 3") != NULL);
+  CHECK(model == NULL);
+  embedrt_error_free(error);
+  error = NULL;
+  CHECK(embedrt_model_open_with(argv[1], -1, 0, &model, NULL) == EMBEDRT_INVALID_ARGUMENT);
+  for (int residency = EMBEDRT_RESIDENCY_MMAP; residency <= EMBEDRT_RESIDENCY_COPY; ++residency) {
+    CHECK(embedrt_model_open_with(argv[1], residency, 0, &model, NULL) == EMBEDRT_OK);
+    CHECK(embedrt_model_dim(model) == 5);
+    CHECK(embedrt_model_verify(model, NULL) == EMBEDRT_OK);
+    embedrt_model_free(model);
+    model = NULL;
+  }
+
   if (embedrt_model_open(argv[1], &model, &error) != EMBEDRT_OK) {
     fprintf(stderr, "open: %s\n", embedrt_error_message(error));
     return 1;

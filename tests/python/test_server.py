@@ -314,6 +314,46 @@ def test_sigterm(server):
         check("SIGTERM: no longer accepting", True)
 
 
+def test_copy_residency(work):
+    """--residency copy: the served copy outlives a truncation and a rewrite in place; it keeps
+    serving (ready) until a reload asks for the new file."""
+    path = os.path.join(work, "copy.embt")
+    write_model(path, 1)
+    server = Server(path, "--residency", "copy", "--threads", "2")
+    try:
+        ids = [[5, 6, 7]]
+        status, doc = server.infer({"inputs": [ids_input(ids)]}, name="copy")
+        check("copy: serves", status == 200 and np.array_equal(embeddings(doc), expected(1, ids)), status)
+        write_model(path + ".other", 5)
+        with open(path + ".other", "rb") as f:
+            other = f.read()
+        os.truncate(path, 4096)  # what cp does first
+        time.sleep(0.6)  # two ticks of the file watch
+        status, doc = server.infer({"inputs": [ids_input(ids)]}, name="copy")
+        ready = server.get("/v2/health/ready")[0]
+        check("copy: a truncated file changes nothing served", status == 200 and ready == 200 and
+              np.array_equal(embeddings(doc), expected(1, ids)), (status, ready))
+        with open(path, "r+b") as f:  # then the rest of cp: the new bytes, same inode
+            f.write(other)
+        time.sleep(0.6)
+        status, doc = server.infer({"inputs": [ids_input(ids)]}, name="copy")
+        check("copy: a file rewritten in place still serves the copy",
+              status == 200 and server.get("/v2/health/ready")[0] == 200 and
+              np.array_equal(embeddings(doc), expected(1, ids)), status)
+        status, body, _ = server.request("POST", "/v2/repository/models/copy/load", b"")
+        status2, doc = server.infer({"inputs": [ids_input(ids)]}, name="copy")
+        check("copy: a reload copies the new file", status == 200 and status2 == 200 and
+              np.array_equal(embeddings(doc), expected(5, ids)), body)
+    finally:
+        server.proc.kill()
+        log = server.proc.communicate(timeout=20)[1]
+    check("copy: the log says the file changed and the copy serves",
+          "residency copy" in log and "changed in place" in log and "from its copy" in log, log[-800:])
+    r = subprocess.run([CLI, "serve", path, "--residency", "huge", "--port", str(free_port())],
+                       capture_output=True, text=True, timeout=20)
+    check("an unknown --residency is a usage error naming it", r.returncode == 2 and "huge" in r.stderr, r.stderr)
+
+
 with tempfile.TemporaryDirectory() as work:
     model = os.path.join(work, "model.embt")
     write_model(model, 1)
@@ -328,10 +368,11 @@ with tempfile.TemporaryDirectory() as work:
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
-    try:
-        test_non_finite_json(work)
-    except Exception as e:
-        check("test raised", False, repr(e))
+    for test in (test_non_finite_json, test_copy_residency):
+        try:
+            test(work)
+        except Exception as e:
+            check("test raised", False, repr(e))
     r = subprocess.run([CLI, "serve", os.path.join(work, "missing.embt"), "--port", str(free_port())],
                        capture_output=True, text=True, timeout=20)
     check("a missing model exits 3 (bad input) with a message", r.returncode == 3 and "missing.embt" in r.stderr, r.stderr)

@@ -207,6 +207,15 @@ def test_residency_populate_and_pathlike(gpt2_like):
         np.testing.assert_array_equal(model.embed(IDS), gpt2_reference(tok, pos, IDS))
 
 
+def test_residency_copy_is_immune_to_the_file(gpt2_like, tmp_path):
+    path, tok, pos = gpt2_like
+    private = tmp_path / "private.embt"
+    private.write_bytes(open(path, "rb").read())
+    with embedrt.Model(private, residency="copy") as model:
+        private.write_bytes(b"\0" * private.stat().st_size)  # the file's rows overwritten in place
+        np.testing.assert_array_equal(model.embed(IDS), gpt2_reference(tok, pos, IDS))
+
+
 def test_module_information():
     assert embedrt.__version__.count(".") == 2 and embedrt.format_version == "2.0"
     assert embedrt.supported_isas()[0] == "scalar"

@@ -195,7 +195,7 @@ def test_files_that_cannot_be_opened(tmp_path, gpt2_like):
         embedrt.Model("model\0.embt")
     with pytest.raises(embedrt.InvalidArgumentError, match="path: expected a path"):
         embedrt.Model(3)
-    with pytest.raises(embedrt.InvalidArgumentError, match="residency: 'swap'; expected 'mmap' or 'populate'"):
+    with pytest.raises(embedrt.InvalidArgumentError, match="residency: 'swap'; expected 'mmap', 'populate' or 'copy'"):
         embedrt.Model(gpt2_like[0], residency="swap")
 
 

@@ -4,13 +4,26 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
+#include "embedrt/table_file.hpp"
 #include "exit_codes.hpp"
 
 namespace embedrt::cli {
 
 using Runner = std::function<int()>;
 
+// --residency (and --lock-in-memory where `lock` is wanted): how the model's bytes are held
+// (embedrt::Residency); one definition for embed, bench and serve.
+inline void add_open_options(CLI::App* cmd, OpenOptions& options, bool lock) {
+  cmd->add_option_function<std::string>(
+         "--residency", [&options](const std::string& name) { options.residency = parse_residency(name).value(); },
+         "how the model is held in memory: mmap (shared, faulted in lazily), populate (shared, read at open) or "
+         "copy (private, huge pages, immune to the file changing); default " +
+             std::string(residency_name(options.residency)))
+      ->check(CLI::IsMember({"mmap", "populate", "copy"}));
+  if (lock) cmd->add_flag("--lock-in-memory", options.lock_in_memory, "mlock the model's bytes (needs RLIMIT_MEMLOCK)");
+}
 
 Runner add_inspect_command(CLI::App& app);
 Runner add_verify_command(CLI::App& app);

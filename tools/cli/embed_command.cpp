@@ -26,6 +26,7 @@ struct EmbedArgs {
   std::string isa;
   std::string output;  // empty: the primary output
   bool reference = false;
+  OpenOptions open;
 };
 
 int run(const EmbedArgs& args) {
@@ -44,7 +45,7 @@ int run(const EmbedArgs& args) {
   if (!out_dtype) {
     return report(Error(ErrorCode::kInvalidArgument, "--out-dtype '" + args.out_dtype + "': expected model, f32, bf16 or f16"));
   }
-  auto model = Model::open(args.model);
+  auto model = Model::open(args.model, args.open);
   if (!model) return report(model.error());
   auto output = output_index(*model, args.output);
   if (!output) return report(output.error());
@@ -102,6 +103,7 @@ Runner add_embed_command(CLI::App& app) {
   cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512 (default: best, or EMBEDRT_ISA)");
   cmd->add_option("--output", args->output, "which output of the model (default: its primary one; `embedrt inspect` lists them)");
   cmd->add_flag("--reference", args->reference, "use the scalar reference path (the test oracle) instead of the kernels");
+  add_open_options(cmd, args->open, false);
   return [args]() { return run(*args); };
 }
 

@@ -33,6 +33,7 @@ Runner add_serve_command(CLI::App& app) {
   cmd->add_option("--grpc-max-calls", options->grpc_max_calls,
                   "gRPC inference calls in progress at once; more get UNAVAILABLE (default 1024)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
+  add_open_options(cmd, options->open, true);
   cmd->add_option("--threads", options->threads, "inference worker threads (default: one per hardware thread)")
       ->check(CLI::Range(1u, 1024u));
   cmd->add_option("--max-batch-tokens", options->max_batch_tokens, "largest batch x length accepted (default 65536)")

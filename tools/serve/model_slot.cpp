@@ -16,11 +16,12 @@ std::optional<FileIdentity> FileIdentity::of(const std::string& path) {
   return id;
 }
 
-Status ModelSlot::load(const std::string& name, const std::string& path, const EmbedderOptions& options) {
+Status ModelSlot::load(const std::string& name, const std::string& path, const OpenOptions& open,
+                       const EmbedderOptions& options) {
   std::lock_guard<std::mutex> one_at_a_time(load_mutex_);
   // Taken before opening: a change after this point shows up as a difference on the next check.
   const std::optional<FileIdentity> identity = FileIdentity::of(path);
-  auto model = Model::open(path);
+  auto model = Model::open(path, open);
   if (!model) return std::move(model).error();
   if (Status s = model->file().verify(); !s) return s;
   auto embedder = Embedder::create(std::move(*model), options);

@@ -35,13 +35,16 @@ struct ServedModel {
   // Set once the file is seen rewritten in place (or its mapping faulted): its data can no
   // longer be trusted, so the server answers 503 until a reload succeeds.
   mutable std::atomic<bool> damaged{false};
+
+  // The bytes are a private copy (--residency copy): no change to the file reaches them.
+  bool holds_private_copy() const { return embedder.model().file().residency() == Residency::kCopy; }
 };
 
 class ModelSlot {
  public:
   // Opens, fully verifies (every checksum) and installs `path`; on any failure the current
   // model stays. Thread-safe.
-  Status load(const std::string& name, const std::string& path, const EmbedderOptions& options);
+  Status load(const std::string& name, const std::string& path, const OpenOptions& open, const EmbedderOptions& options);
   std::shared_ptr<const ServedModel> get() const;
   bool ready() const {
     auto model = get();

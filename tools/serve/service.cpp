@@ -112,13 +112,14 @@ Service::Service(const ServiceOptions& options, InflightBudget& budget)
     : options_(options), budget_(budget), inference_(slot_, budget, options.max_batch_tokens) {}
 
 Status Service::load() {
-  const Status s = slot_.load(options_.name, options_.model_path, {});
+  const Status s = slot_.load(options_.name, options_.model_path, options_.open, {});
   metrics_.record_reload(s.ok());
   if (s) {
     auto model = slot_.get();
-    std::fprintf(stderr, "embedrt serve: model '%s' generation %llu from %s (isa %s)\n", options_.name.c_str(),
-                 static_cast<unsigned long long>(model->generation), options_.model_path.c_str(),
-                 std::string(isa_name(model->embedder.isa())).c_str());
+    std::fprintf(stderr, "embedrt serve: model '%s' generation %llu from %s (isa %s, residency %s)\n",
+                 options_.name.c_str(), static_cast<unsigned long long>(model->generation),
+                 options_.model_path.c_str(), std::string(isa_name(model->embedder.isa())).c_str(),
+                 std::string(residency_name(model->embedder.model().file().residency())).c_str());
   } else if (slot_.get()) {  // (a failed first load is the caller's error to report)
     std::fprintf(stderr, "embedrt serve: reload refused, %s: %s\n",
                  slot_.ready() ? "still serving the previous model" : "not ready until a reload succeeds",
@@ -245,13 +246,16 @@ void Service::watch_file(const std::function<void(std::function<void()>)>& run_l
   const std::optional<FileIdentity> now = FileIdentity::of(model->path);
   const std::optional<FileIdentity> before = std::exchange(last_seen_, now);
   if (now && *now == model->identity) return;
-  if ((!now || !now->same_file(model->identity)) && !model->damaged.load()) {
-    // Replaced by rename or removed: the mapping still holds the old inode, intact.
+  // Replaced by rename or removed: the mapping still holds the old inode, intact. A private copy
+  // is intact whatever happened to the file, rewrites in place included.
+  if ((!now || !now->same_file(model->identity) || model->holds_private_copy()) && !model->damaged.load()) {
     if (now != replacement_told_) {
       replacement_told_ = now;
-      std::fprintf(stderr, "embedrt serve: %s was %s; still serving generation %llu (SIGHUP or POST "
-                   "/v2/repository/models/%s/load switches)\n", model->path.c_str(), now ? "replaced" : "removed",
-                   static_cast<unsigned long long>(model->generation), model->name.c_str());
+      const char* what = !now ? "removed" : now->same_file(model->identity) ? "changed in place" : "replaced";
+      std::fprintf(stderr, "embedrt serve: %s was %s; still serving generation %llu%s (SIGHUP or POST "
+                   "/v2/repository/models/%s/load switches)\n", model->path.c_str(), what,
+                   static_cast<unsigned long long>(model->generation), model->holds_private_copy() ? " from its copy" : "",
+                   model->name.c_str());
     }
     return;
   }

@@ -20,6 +20,7 @@ struct ServiceOptions {
   std::string model_path;
   std::string name;
   std::uint64_t max_batch_tokens = 65536;
+  OpenOptions open;
 };
 
 class Service final : public RequestHandler {
@@ -35,7 +36,8 @@ class Service final : public RequestHandler {
   // Called every tick on the I/O thread: notices the model file changing. A file rewritten in
   // place makes the model not ready and, once the file has held still for a tick, is reloaded
   // through `run_later` (a worker). A file replaced by rename keeps serving the old mapping
-  // (intact: it holds the old inode) until SIGHUP or POST .../load, as before.
+  // (intact: it holds the old inode) until SIGHUP or POST .../load, as before; so does a model
+  // held as a private copy (--residency copy) whatever happens to the file.
   void watch_file(const std::function<void(std::function<void()>)>& run_later);
 
   // The protocol-neutral inference path and the state the gRPC transport shares with REST.

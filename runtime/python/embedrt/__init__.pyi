@@ -66,7 +66,7 @@ class TableInfo(TypedDict):
 class Model:
     """An opened .embt model: memory-mapped, validated, shared by every thread."""
 
-    def __init__(self, path: _Path, residency: Literal["mmap", "populate"] = "mmap",
+    def __init__(self, path: _Path, residency: Literal["mmap", "populate", "copy"] = "mmap",
                  lock_in_memory: bool = False) -> None: ...
     @overload
     def embed(self, ids: _Ints, *, positions: _Ints | None = None, starts: int | _Ints | None = None,

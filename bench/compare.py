@@ -1,0 +1,843 @@
+"""embedrt beside every real peer and each case's honest roofline, measured in one run.
+
+Peers (from PyPI, in the venv tools/setup-bench-venv.sh makes): torch 2.x as tutorials write it
+(`tok(ids) + pos(arange)`), at its best (`index_select(out=)` + `add_`), in bf16; torch's
+`F.embedding_bag` (mode sum, one id per bag) and `quantized.embedding_bag_byte_rowwise_offsets`,
+which run FBGEMM's gather kernels; ONNX Runtime's Gather + Add and its fused
+`com.microsoft.EmbedLayerNormalization` (BERT). The roofline of a case (`embedrt bench
+--roofline`) streams exactly the bytes the case moves, in order, over buffers 4x the last-level
+cache: no gather of those rows can beat it.
+
+Every case runs R rounds; in each round every contender of the case takes one sample (the median
+tokens/s of calls over --seconds), so the shared machine's noise hits all alike; the report gives
+medians of the R samples and ratios between medians. Ids rotate through 8 random sets; output
+buffers rotate too, until together they are 4x the LLC (except in the cases labelled
+cache-resident). Every table and output size is reported against the LLC the benchmark detected.
+
+usage: ./tools/setup-bench-venv.sh --run bench/compare.py build/release/tools/embedrt [options]
+       python3 bench/compare.py build/release/tools/embedrt --smoke --out DIR   (embedrt alone, seconds)
+"""
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+def draw(json_path, png_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(json_path) as f:
+        result = json.load(f)
+    top = max(result["meta"]["threads"])
+    cases = [c for c in result["cases"] if c["threads"] == top]
+    contenders = ["embedrt"] + [p for p in PLOTTED if any(c["medians"].get(p) for c in cases)]
+    fig, ax = plt.subplots(figsize=(13, 6))
+    width = 0.8 / len(contenders)
+    for k, name in enumerate(contenders):
+        xs, ys = [], []
+        for i, c in enumerate(cases):
+            if c["medians"].get(name):
+                xs.append(i + k * width)
+                ys.append(100 * c["medians"][name] / c["medians"]["roofline"])
+        ax.bar(xs, ys, width, label=name)
+    ax.axhline(100, color="black", linewidth=0.8)
+    ax.axhline(90, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))],
+                  [c["title"].replace(", ", "\n", 1) for c in cases], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("% of the case's roofline (tokens/s)")
+    ax.set_title(f"embedrt and peers against each case's streaming roofline ({top} threads, {result['meta']['isa']}); "
+                 "dashed: the 90% goal", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+
+
+
+# Contenders drawn besides embedrt, in this order (also the report's peers).
+PLOTTED = ("torch tutorial", "torch best", "torch bf16 tutorial", "torch bf16 best", "torch embedding_bag (FBGEMM)",
+           "torch int8 rowwise bag (FBGEMM)", "torch BERT module", "ONNX Runtime Gather+Add",
+           "ONNX Runtime EmbedLayerNormalization")
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--plot":  # plot() with another Python
+    draw(sys.argv[2], sys.argv[3])
+    sys.exit(0)
+
+parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+parser.add_argument("cli", help="the embedrt binary")
+parser.add_argument("--rounds", type=int, default=5)
+parser.add_argument("--seconds", type=float, default=0.3, help="time per sample")
+parser.add_argument("--threads", default=None, help="comma-separated thread counts (default: 1 and every core)")
+parser.add_argument("--groups", default="gpt2,bert,llama,gemma,small,cached,decode,residency",
+                    help="which groups of cases to run")
+parser.add_argument("--quick", action="store_true", help="GPT-2 and decode only, 3 rounds")
+parser.add_argument("--smoke", action="store_true",
+                    help="embedrt only (no torch or ONNX Runtime), tiny shapes, one short round: checks the script")
+parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+parser.add_argument("--work", default=None, help="where generated models go (default: a temporary folder)")
+parser.add_argument("--from-json", default=None, help="measure nothing: write the report of an earlier run's compare.json")
+parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: per call, the process's CPU time divided by its threads instead of wall time. On a busy "
+                         "machine a long call waits for other processes' time slices and a short one mostly does not; "
+                         "CPU time leaves the waiting out (memory stalls stay in). Thread pools are told not to spin "
+                         "(OMP_WAIT_POLICY=PASSIVE, ONNX Runtime allow_spinning=0), which would count as CPU time; "
+                         "use it with --threads 1: with more, a worker that sleeps while another works makes CPU time per "
+                         "thread under-count (a 2-thread stream read 2.5x its 1-thread rate). Single-token latencies stay "
+                         "on the wall clock")
+args = parser.parse_args()
+if args.quick:
+    args.groups, args.rounds = "gpt2,decode", min(args.rounds, 3)
+if args.smoke:
+    args.rounds, args.seconds = 1, 0.02
+GROUPS = args.groups.split(",")
+CORES = os.cpu_count()
+THREADS = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, CORES})
+if args.clock == "cpu":
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # before torch starts its OpenMP threads
+    if max(THREADS) > 1:
+        print("compare.py: --clock cpu under-counts multi-threaded calls (see --help); prefer --threads 1",
+              file=sys.stderr)
+ID_SETS = 8
+
+if not args.smoke and not args.from_json:
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    from onnx import TensorProto, helper, numpy_helper
+
+
+# ---------------------------------------------------------------------------------------------
+# embedrt, through its CLI
+
+
+def bench(*extra):
+    r = subprocess.run([args.cli, "bench", "--json", *map(str, extra)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"embedrt bench {' '.join(map(str, extra))}: {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+class Model:
+    """A generated model (`embedrt bench --synthetic`), written once into the work folder."""
+
+    def __init__(self, name, vocab, dim, dtype, positions=0, segments=0, layer_norm=False, token_scale=1.0):
+        self.path = os.path.join(WORK, name + ".embt")
+        self.flags = ["--synthetic", f"{vocab}x{dim}", "--dtype", dtype, "--synthetic-file", self.path]
+        if positions:
+            self.flags += ["--positions", positions]
+        if segments:
+            self.flags += ["--segments", segments]
+        if layer_norm:
+            self.flags += ["--layer-norm"]
+        if token_scale != 1.0:
+            self.flags += ["--token-scale", token_scale]
+        self.vocab, self.dim, self.dtype = vocab, dim, dtype
+        bench(*self.flags, "--batch", 1, "--seq", 1, "--seconds", 0.01)  # writes it
+
+    def warm(self):
+        """Reads the file through the page cache (so a warm first request is one), untimed."""
+        with open(self.path, "rb") as f:
+            while f.read(64 << 20):
+                pass
+
+    def remove(self):
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+
+
+LAST = {}  # the last JSON report of each embedrt contender: sizes, regime, residency
+RATE = "cpu_tokens_per_second" if args.clock == "cpu" else "tokens_per_second"  # embedrt bench's fields
+# Single-token latencies always by the wall clock: calls of a few hundred ns, timed in groups of
+# ~20 us, are rarely preempted, and the median keeps the undisturbed groups; measured per process
+# CPU time, they read 4x the wall-clock figure on a busy VM (cache refills after every switch and
+# steal time counted as running).
+LATENCY = "latency_seconds"
+
+
+def embedrt_sampler(key, model, batch, seq, threads, out, out_sets, *extra, residency="populate"):
+    def sample():
+        doc = bench(*model.flags, "--batch", batch, "--seq", seq, "--threads", threads, "--out-dtype", out,
+                    "--out-sets", out_sets, "--id-sets", ID_SETS, "--seconds", args.seconds, "--residency", residency, *extra)
+        LAST[key] = doc
+        return doc[RATE]
+    return sample
+
+
+def roofline_sampler(key, dtype, dim, tokens, threads, out, out_sets):
+    def sample():
+        doc = bench("--synthetic", f"1x{dim}", "--dtype", dtype, "--roofline", "--batch", 1, "--seq", tokens,
+                    "--threads", threads, "--out-dtype", out, "--out-sets", out_sets, "--seconds", args.seconds)
+        LAST[key] = doc
+        return doc[RATE]
+    return sample
+
+
+# ---------------------------------------------------------------------------------------------
+# Peers
+
+
+def timed(fn, tokens, threads=1, wall=False):
+    """Median tokens/s of fn() over --seconds, timed in groups of calls lasting >= 20 us (by the
+    wall clock, or with --clock cpu and not `wall`: the process's CPU time divided by `threads`)."""
+    cpu = args.clock == "cpu" and not wall
+    clock = time.process_time if cpu else time.perf_counter
+    scale = threads if cpu else 1
+    fn()
+    per = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(per):
+            fn()
+        if time.perf_counter() - start > 2e-5 or per > 1 << 16:
+            break
+        per *= 2
+    samples, deadline = [], time.perf_counter() + args.seconds
+    while len(samples) < 5 or time.perf_counter() < deadline:
+        start = clock()
+        for _ in range(per):
+            fn()
+        samples.append((clock() - start) / per / scale)
+    return tokens / max(statistics.median(samples), 1e-12)
+
+
+class Rotation:
+    """Hands out items in turn (id sets, output buffers)."""
+
+    def __init__(self, items):
+        self.items, self.k = items, 0
+
+    def __call__(self):
+        self.k += 1
+        return self.items[self.k % len(self.items)]
+
+
+def id_sets(vocab, shape, dtype=None):
+    return Rotation([torch.randint(0, vocab, shape, dtype=dtype or torch.int64) for _ in range(ID_SETS)])
+
+
+def out_buffers(n, shape, dtype):
+    return Rotation([torch.empty(shape, dtype=dtype) for _ in range(n)])
+
+
+def torch_sampler(fn, tokens, threads):
+    def sample():
+        torch.set_num_threads(threads)
+        with torch.inference_mode():
+            return timed(fn, tokens, threads)
+    return sample
+
+
+def ort_session(model, threads):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if args.clock == "cpu":
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def ort_sampler(session, inputs, output, outs, tokens, threads, extra_outputs=()):
+    """ONNX Runtime at its best: inputs and the output bound once per call to preallocated numpy
+    buffers (IOBinding), so it never allocates the result."""
+    binding = session.io_binding()
+    for name in extra_outputs:
+        binding.bind_output(name, "cpu")
+
+    def call():
+        for name, rotation in inputs.items():
+            binding.bind_cpu_input(name, rotation())
+        buf = outs()
+        binding.bind_output(output, "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)
+        session.run_with_iobinding(binding)
+
+    return lambda: timed(call, tokens, threads)
+
+
+def gather_add_model(table, positions):
+    """ONNX: Gather(table, ids) + positions[:L] (broadcast over the batch)."""
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["rows"]), helper.make_node("Add", ["rows", "pos"], ["out"])]
+    inits = [numpy_helper.from_array(table, "table")]
+    if positions is not None:
+        inits.append(numpy_helper.from_array(positions, "pos"))
+    else:
+        nodes = nodes[:1]
+        nodes[0].output[0] = "out"
+    graph = helper.make_graph(nodes, "gather_add", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["B", "L"])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["B", "L", table.shape[1]])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def embed_layer_norm_model(word, position, segment, gamma, beta):
+    node = helper.make_node("EmbedLayerNormalization", ["ids", "seg", "word", "pos", "segemb", "gamma", "beta"],
+                            ["out", "mask_index"], domain="com.microsoft", epsilon=1e-12)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((word, "word"), (position, "pos"), (segment, "segemb"),
+                                                         (gamma, "gamma"), (beta, "beta"))]
+    graph = helper.make_graph([node], "eln", [helper.make_tensor_value_info("ids", TensorProto.INT32, ["B", "L"]),
+                                              helper.make_tensor_value_info("seg", TensorProto.INT32, ["B", "L"])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["B", "L", word.shape[1]]),
+                               helper.make_tensor_value_info("mask_index", TensorProto.INT32, ["B"])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases
+
+OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
+
+
+class Case:
+    """One row of the report: a shape, dtypes, tokens per call and threads, with its contenders."""
+
+    def __init__(self, group, title, threads, tokens, dim, table, out, cached=False):
+        self.group, self.title, self.threads, self.tokens, self.dim = group, title, threads, tokens, dim
+        self.table, self.out, self.cached = table, out, cached
+        self.key = f"{title} | {threads}t"
+        self.contenders = {}  # name -> sample function
+        self.samples = {}
+
+    def out_sets(self):
+        """Output buffers to rotate: together 4x the LLC, unless the case is the cache-resident kind."""
+        if self.cached:
+            return 1
+        return min(1024, max(1, math.ceil(4 * LLC / (self.tokens * self.dim * OUT_BYTES[self.out]))))
+
+
+def gpt2_group(threads_list):
+    B, L, V, D = 8, 1024, 50257, 768
+    if args.smoke:
+        B, L, V, D = 2, 64, 5000, 64
+    models = {d: Model(f"gpt2-{d}", V, D, d, positions=1024) for d in ("f32", "bf16", "f16", "int8")}
+    cases = []
+    if not args.smoke:
+        W = torch.randn(V, D) * 0.02
+        P = torch.randn(1024, D) * 0.01
+        Wb, Pb = W.bfloat16(), P.bfloat16()
+        W8 = torch.ops.quantized.embedding_bag_byte_prepack(W)
+        tok, pos = torch.nn.Embedding.from_pretrained(W), torch.nn.Embedding.from_pretrained(P)
+        onnx_model = gather_add_model(W.numpy(), P[:L].numpy())
+    for t in threads_list:
+        for table, out in (("f32", "f32"), ("bf16", "f32"), ("f16", "f32"), ("int8", "f32"), ("f32", "bf16"), ("bf16", "bf16")):
+            c = Case("gpt2", f"GPT-2 {V}x{D}, {B}x{L}, {table} -> {out}", t, B * L, D, table, out)
+            c.contenders["embedrt"] = embedrt_sampler(c.key, models[table], B, L, t, out, c.out_sets())
+            c.contenders["roofline"] = roofline_sampler(c.key + " roofline", table, D, B * L, t, out, c.out_sets())
+            if not args.smoke:
+                ids = id_sets(V, (B, L))
+                if (table, out) == ("f32", "f32"):
+                    outs = out_buffers(c.out_sets(), (B * L, D), torch.float32)
+
+                    def tutorial(ids=ids):
+                        return tok(ids()) + pos(torch.arange(L))
+
+                    def best(ids=ids, outs=outs):
+                        buf = outs()
+                        torch.index_select(W, 0, ids().view(-1), out=buf)
+                        buf.view(B, L, D).add_(P[:L])
+
+                    flat = id_sets(V, (B * L,))
+                    offsets = torch.arange(B * L)
+
+                    def bag(flat=flat):
+                        return torch.nn.functional.embedding_bag(flat(), W, offsets, mode="sum")
+
+                    np_ids = Rotation([i.numpy() for i in ids.items])
+                    np_outs = Rotation([np.empty((B, L, D), np.float32) for _ in range(c.out_sets())])
+                    c.contenders["torch tutorial"] = torch_sampler(tutorial, B * L, t)
+                    c.contenders["torch best"] = torch_sampler(best, B * L, t)
+                    c.contenders["torch embedding_bag (FBGEMM)"] = torch_sampler(bag, B * L, t)
+                    c.contenders["ONNX Runtime Gather+Add"] = ort_sampler(ort_session(onnx_model, t), {"ids": np_ids}, "out",
+                                                                          np_outs, B * L, t)
+                if (table, out) == ("int8", "f32"):
+                    flat = id_sets(V, (B * L,))
+                    offsets = torch.arange(B * L)
+
+                    def bag8(flat=flat):
+                        return torch.ops.quantized.embedding_bag_byte_rowwise_offsets(W8, flat(), offsets, False, 0, False,
+                                                                                      None, None, False)
+
+                    c.contenders["torch int8 rowwise bag (FBGEMM)"] = torch_sampler(bag8, B * L, t)
+                if (table, out) == ("bf16", "bf16"):
+                    outs = out_buffers(c.out_sets(), (B * L, D), torch.bfloat16)
+
+                    def best_bf16(ids=ids, outs=outs):
+                        buf = outs()
+                        torch.index_select(Wb, 0, ids().view(-1), out=buf)
+                        buf.view(B, L, D).add_(Pb[:L])
+
+                    c.contenders["torch bf16 best"] = torch_sampler(best_bf16, B * L, t)
+            cases.append(c)
+    return cases, list(models.values())
+
+
+class BertEmbeddings(torch.nn.Module if "torch" in globals() else object):
+    """Hugging Face's BertEmbeddings.forward (absolute positions), line for line."""
+
+    def __init__(self, vocab, context, types, dim):
+        super().__init__()
+        self.word_embeddings = torch.nn.Embedding(vocab, dim)
+        self.position_embeddings = torch.nn.Embedding(context, dim)
+        self.token_type_embeddings = torch.nn.Embedding(types, dim)
+        self.LayerNorm = torch.nn.LayerNorm(dim, eps=1e-12)
+        self.dropout = torch.nn.Dropout(0.1)
+
+    def forward(self, input_ids, token_type_ids, position_ids):
+        embeddings = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        embeddings += self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+def bert_group(threads_list):
+    B, L, V, D = 8, 512, 30522, 768
+    if args.smoke:
+        B, L, V, D = 2, 64, 3000, 64
+    model = Model("bert-f32", V, D, "f32", positions=512, segments=2, layer_norm=True)
+    cases = []
+    if not args.smoke:
+        bert = BertEmbeddings(V, 512, 2, D).eval()
+        sd = {k: v.detach().numpy() for k, v in bert.state_dict().items()}
+        onnx_model = embed_layer_norm_model(sd["word_embeddings.weight"], sd["position_embeddings.weight"],
+                                            sd["token_type_embeddings.weight"], sd["LayerNorm.weight"], sd["LayerNorm.bias"])
+    for t in threads_list:
+        c = Case("bert", f"BERT-base {V}x{D} + LayerNorm, {B}x{L}, f32 -> f32", t, B * L, D, "f32", "f32")
+        c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", c.out_sets())
+        c.contenders["roofline"] = roofline_sampler(c.key + " roofline", "f32", D, B * L, t, "f32", c.out_sets())
+        if not args.smoke:
+            ids = id_sets(V, (B, L))
+            types, positions = torch.zeros(B, L, dtype=torch.long), torch.arange(L).unsqueeze(0)
+            c.contenders["torch BERT module"] = torch_sampler(lambda ids=ids: bert(ids(), types, positions), B * L, t)
+            np_ids = Rotation([i.numpy().astype(np.int32) for i in ids.items])
+            seg = Rotation([np.zeros((B, L), np.int32)])
+            np_outs = Rotation([np.empty((B, L, D), np.float32) for _ in range(c.out_sets())])
+            c.contenders["ONNX Runtime EmbedLayerNormalization"] = ort_sampler(
+                ort_session(onnx_model, t), {"ids": np_ids, "seg": seg}, "out", np_outs, B * L, t,
+                extra_outputs=("mask_index",))
+        cases.append(c)
+    return cases, [model]
+
+
+def big_group(threads_list, name, V, D, dtypes, B, L, token_scale=1.0):
+    """Llama-3 and Gemma-3 shapes: a plain gather (Gemma: times sqrt(hidden)), no positions."""
+    if args.smoke:
+        V, D, B, L = 4000, 256, 2, 64
+    models = {d: Model(f"{name.lower()}-{d}", V, D, d, token_scale=token_scale) for d in {t for t, _ in dtypes}}
+    tables = {}
+    if not args.smoke:
+        if "f32" in models:
+            tables["f32"] = torch.empty(V, D).normal_(0, 0.02)
+        if "bf16" in models:
+            tables["bf16"] = tables["f32"].bfloat16() if "f32" in tables else torch.empty(V, D, dtype=torch.bfloat16).normal_(0, 0.02)
+    cases = []
+    for t in threads_list:
+        for table, out in dtypes:
+            c = Case(name.lower(), f"{name} {V}x{D}, {B}x{L}, {table} -> {out}", t, B * L, D, table, out)
+            c.contenders["embedrt"] = embedrt_sampler(c.key, models[table], B, L, t, out, c.out_sets())
+            c.contenders["roofline"] = roofline_sampler(c.key + " roofline", table, D, B * L, t, out, c.out_sets())
+            if not args.smoke and table == out:
+                W = tables[table]
+                ids = id_sets(V, (B, L))
+                outs = out_buffers(c.out_sets(), (B * L, D), W.dtype)
+                emb = torch.nn.Embedding.from_pretrained(W)
+                scale = torch.tensor(token_scale, dtype=W.dtype)
+                label = "torch" if table == "f32" else f"torch {table}"
+                if token_scale != 1.0:  # Gemma's scaled embedding, as transformers computes it
+                    def tutorial(ids=ids, emb=emb):
+                        return emb(ids()) * scale
+
+                    def best(ids=ids, outs=outs, W=W):
+                        buf = outs()
+                        torch.index_select(W, 0, ids().view(-1), out=buf)
+                        buf.mul_(scale)
+                else:
+                    def tutorial(ids=ids, emb=emb):
+                        return emb(ids())
+
+                    def best(ids=ids, outs=outs, W=W):
+                        torch.index_select(W, 0, ids().view(-1), out=outs())
+                c.contenders[f"{label} tutorial"] = torch_sampler(tutorial, B * L, t)
+                c.contenders[f"{label} best"] = torch_sampler(best, B * L, t)
+                if table == "f32":
+                    flat, offsets = id_sets(V, (B * L,)), torch.arange(B * L)
+                    c.contenders["torch embedding_bag (FBGEMM)"] = torch_sampler(
+                        lambda flat=flat, W=W: torch.nn.functional.embedding_bag(flat(), W, offsets, mode="sum"), B * L, t)
+            cases.append(c)
+    return cases, list(models.values())
+
+
+def small_group(threads_list):
+    """Small widths over f32 tables 4x the LLC: rows of 256 B to 1.5 KiB, latency-bound gathers."""
+    B, L = (8, 1024) if not args.smoke else (2, 64)
+    cases, models = [], []
+    for D in (64, 128, 256, 384):
+        V = 4 * LLC // (4 * D) + 1 if not args.smoke else 5000
+        model = Model(f"small-{D}", V, D, "f32")
+        models.append(model)
+        W = torch.randn(V, D) * 0.02 if not args.smoke else None
+        for t in threads_list:
+            c = Case("small", f"dim {D}: {V}x{D}, {B}x{L}, f32 -> f32", t, B * L, D, "f32", "f32")
+            c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", c.out_sets())
+            c.contenders["roofline"] = roofline_sampler(c.key + " roofline", "f32", D, B * L, t, "f32", c.out_sets())
+            if not args.smoke:
+                ids, outs = id_sets(V, (B * L,)), out_buffers(c.out_sets(), (B * L, D), torch.float32)
+                offsets = torch.arange(B * L)
+                c.contenders["torch best"] = torch_sampler(
+                    lambda ids=ids, outs=outs, W=W: torch.index_select(W, 0, ids(), out=outs()), B * L, t)
+                c.contenders["torch embedding_bag (FBGEMM)"] = torch_sampler(
+                    lambda ids=ids, W=W: torch.nn.functional.embedding_bag(ids(), W, offsets, mode="sum"), B * L, t)
+            cases.append(c)
+    return cases, models
+
+
+def cached_group(threads_list):
+    """A cache-resident case, for contrast: an 8 MiB f32 table and a 1.5 MiB output, one buffer."""
+    V, D, B, L = 2730, 768, 1, 512
+    model = Model("cached-f32", V, D, "f32", positions=1024)
+    cases = []
+    for t in threads_list:
+        c = Case("cached", f"cache-resident {V}x{D}, {B}x{L}, f32 -> f32", t, B * L, D, "f32", "f32", cached=True)
+        c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", 1)
+        c.contenders["roofline"] = roofline_sampler(c.key + " roofline", "f32", D, B * L, t, "f32", 1)
+        cases.append(c)
+    return cases, [model]
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode and residency: latencies, interleaved the same way
+
+
+def decode_group():
+    """Single tokens: warm (8 ids that stay cached), cold (row and output evicted, beside the
+    physical limit), and random rows of a multi-GB table (DRAM and TLB misses), mmap vs copy."""
+    gpt2 = Model("decode-gpt2-f32", *((50257, 768) if not args.smoke else (5000, 64)), "f32", positions=1024)
+    V, D = (262144, 5376) if not args.smoke else (20000, 256)
+    gemma = Model("decode-gemma-bf16", V, D, "bf16", token_scale=73.5)
+    rows = {}
+
+    def embedrt_ns(key, model, *extra):
+        def sample():
+            doc = bench(*model.flags, "--batch", 1, "--seq", 1, "--threads", 1, "--seconds", args.seconds, *extra)
+            LAST[key] = doc
+            return doc[LATENCY]["p50"] * 1e9
+        return sample
+
+    def cold_ns(key):
+        def sample():
+            doc = bench(*gpt2.flags, "--batch", 1, "--seq", 1, "--threads", 1, "--seconds", args.seconds, "--evict",
+                        "--residency", "populate")
+            LAST[key] = doc
+            return doc["embedrt_ns"]["p50"]
+        return sample
+
+    rows["warm, GPT-2 f32 (8 ids, cached)"] = {"embedrt": embedrt_ns("warm", gpt2, "--residency", "populate")}
+    rows["cold, GPT-2 f32 (row and output evicted)"] = {
+        "embedrt": cold_ns("cold"), "physical limit": lambda: LAST["cold"]["limit_ns"]["p50"]}
+    for residency in ("populate", "copy"):
+        rows[f"random rows of Gemma-3 {V}x{D} bf16 ({residency})"] = {
+            "embedrt": embedrt_ns(f"random-{residency}", gemma, "--id-sets", 65536, "--residency", residency)}
+    if not args.smoke:
+        W, P = torch.randn(gpt2.vocab, gpt2.dim) * 0.02, torch.randn(1024, gpt2.dim) * 0.01
+        tok, pos = torch.nn.Embedding.from_pretrained(W), torch.nn.Embedding.from_pretrained(P)
+        ids = Rotation([torch.tensor([[i]]) for i in (464, 2068, 7586, 21831, 18045, 625, 262, 16931)])
+        buf = torch.empty(1, gpt2.dim)
+
+        def best():
+            torch.index_select(W, 0, ids().view(-1), out=buf)
+            buf.add_(P[:1])
+
+        def ns(fn):
+            def sample():
+                torch.set_num_threads(1)
+                with torch.inference_mode():
+                    return 1e9 / timed(fn, 1, wall=True)  # as LATENCY
+            return sample
+
+        rows["warm, GPT-2 f32 (8 ids, cached)"]["torch best"] = ns(best)
+        rows["warm, GPT-2 f32 (8 ids, cached)"]["torch tutorial"] = ns(lambda: tok(ids()) + pos(torch.arange(1)))
+        Wg = torch.empty(V, D, dtype=torch.bfloat16).normal_(0, 0.02)
+        rids = Rotation([torch.randint(0, V, (1,)) for _ in range(65536)])
+        gbuf = torch.empty(1, D, dtype=torch.bfloat16)
+        scale = torch.tensor(73.5, dtype=torch.bfloat16)
+
+        def gemma_best():
+            torch.index_select(Wg, 0, rids(), out=gbuf)
+            gbuf.mul_(scale)
+
+        rows[f"random rows of Gemma-3 {V}x{D} bf16 (populate)"]["torch bf16 best"] = ns(gemma_best)
+    return rows, [gpt2, gemma]
+
+
+def residency_group():
+    """Per residency mode: open time, first call, steady throughput, decode over random rows
+    (the TLB's share), resident and huge-page memory. The file is in the page cache (it was just
+    used); a --cold-file row drops it first, for the first request from disk."""
+    shapes = [("GPT-2 f32", (50257, 768, "f32", 1024), 8, 1024), ("Llama-3 bf16", (128256, 4096, "bf16", 0), 4, 512),
+              ("Gemma-3 bf16", (262144, 5376, "bf16", 0), 4, 512)]
+    if args.smoke:
+        shapes = [("small f32", (4000, 64, "f32", 0), 2, 64)]
+    rows, models = {}, []
+    for label, (V, D, dtype, positions), B, L in shapes:
+        model = Model(f"res-{label.split()[0].lower()}-{dtype}", V, D, dtype, positions=positions)
+        models.append(model)
+        for mode in ("mmap", "populate", "copy"):
+            for cold in (False, True):
+                key = f"{label} | {mode}{' | cold file' if cold else ''}"
+
+                def batch(model=model, mode=mode, cold=cold, B=B, L=L, key=key):
+                    if not cold:
+                        model.warm()
+                    doc = bench(*model.flags, "--batch", B, "--seq", L, "--threads", max(THREADS), "--seconds", args.seconds,
+                                "--residency", mode, *(["--cold-file"] if cold else []))
+                    LAST[key] = doc
+                    return doc[RATE]
+
+                def decode(model=model, mode=mode, key=key):
+                    model.warm()
+                    doc = bench(*model.flags, "--batch", 1, "--seq", 1, "--threads", 1, "--seconds", args.seconds,
+                                "--residency", mode, "--id-sets", 65536)
+                    LAST[key + " decode"] = doc
+                    return doc[LATENCY]["p50"] * 1e9
+
+                rows[key] = {"batch": batch} if cold else {"batch": batch, "decode": decode}
+    return rows, models
+
+
+# ---------------------------------------------------------------------------------------------
+# Running, interleaved
+
+
+def run_rounds(name, table):
+    """table: {row: {contender: sample fn}}; R rounds, each contender one sample per round."""
+    samples = {row: {c: [] for c in contenders} for row, contenders in table.items()}
+    for r in range(args.rounds):
+        for row, contenders in table.items():
+            for c, fn in contenders.items():
+                samples[row][c].append(fn())
+        print(f"{name}: round {r + 1}/{args.rounds}", file=sys.stderr, flush=True)
+    return samples
+
+
+def median(v):
+    return statistics.median(v) if v else None
+
+
+def write_report(result):
+    report = markdown(result)
+    print(report)
+    with open(os.path.join(args.out, "compare.md"), "w") as f:
+        f.write(report + "\n")
+    with open(os.path.join(args.out, "compare.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    if not args.smoke:
+        plot(os.path.join(args.out, "compare.json"), os.path.join(args.out, "compare.png"))
+
+
+def main():
+    global WORK, LLC, THREADS
+    os.makedirs(args.out, exist_ok=True)
+    if args.from_json:
+        with open(args.from_json) as f:
+            result = json.load(f)
+        THREADS = result["meta"]["threads"]
+        write_report(result)
+        return
+    work = tempfile.TemporaryDirectory(dir=args.work, prefix="embedrt-compare-")
+    WORK = work.name
+    probe = bench("--synthetic", "1x64", "--roofline", "--batch", 1, "--seq", 64, "--seconds", 0.01)
+    LLC = probe["llc"]["bytes"]
+    meta = {"machine": platform.machine(), "cores": CORES, "isa": probe["isa"], "llc": probe["llc"],
+            "threads": THREADS, "rounds": args.rounds, "seconds": args.seconds, "id_sets": ID_SETS, "clock": args.clock,
+            "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if not args.smoke:
+        meta.update(torch=torch.__version__, onnxruntime=ort.__version__, torch_capability=torch.backends.cpu.get_cpu_capability())
+    result = {"meta": meta, "cases": [], "decode": {}, "residency": {}}
+    builders = {"gpt2": lambda: gpt2_group(THREADS), "bert": lambda: bert_group(THREADS),
+                "llama": lambda: big_group(THREADS, "Llama-3", 128256, 4096, [("f32", "f32"), ("bf16", "f32"), ("bf16", "bf16")], 4, 512),
+                "gemma": lambda: big_group(THREADS, "Gemma-3", 262144, 5376, [("bf16", "bf16")], 4, 512, token_scale=73.5),
+                "small": lambda: small_group(THREADS), "cached": lambda: cached_group(THREADS)}
+    cases = rows = None
+    try:
+        for group in GROUPS:
+            if group in builders:
+                cases, models = builders[group]()
+                samples = run_rounds(group, {c.key: c.contenders for c in cases})
+                for c in cases:
+                    emb, roof = LAST[c.key], LAST[c.key + " roofline"]
+                    result["cases"].append({
+                        "group": c.group, "title": c.title, "threads": c.threads, "tokens": c.tokens, "dim": c.dim,
+                        "table": c.table, "out": c.out, "sizes": emb["sizes"], "roofline_sizes": roof["sizes"],
+                        "nontemporal_roofline": roof["nontemporal"], "isa": emb["isa"],
+                        "medians": {k: median(v) for k, v in samples[c.key].items()}, "samples": samples[c.key]})
+            elif group == "decode":
+                rows, models = decode_group()
+                samples = run_rounds(group, rows)
+                result["decode"] = {row: {"medians_ns": {k: median(v) for k, v in s.items()}, "samples_ns": s}
+                                    for row, s in samples.items()}
+            elif group == "residency":
+                rows, models = residency_group()
+                samples = run_rounds(group, rows)
+                for row, s in samples.items():
+                    doc = LAST[row]
+                    result["residency"][row] = {
+                        "tokens_per_second": median(s["batch"]), "decode_p50_ns": median(s.get("decode", [])),
+                        "open_seconds": doc["residency"]["open_seconds"], "first_call_seconds": doc["residency"]["first_call_seconds"],
+                        "table_rss": doc["residency"]["table_rss"],
+                        "table_huge": doc["residency"]["table_anon_huge"] + doc["residency"]["table_file_pmd"],
+                        "process_pss": doc["residency"]["process_pss"], "sizes": doc["sizes"], "samples": s}
+            else:
+                raise SystemExit(f"unknown group '{group}'")
+            for m in models:
+                m.remove()
+            models = cases = rows = samples = None  # the group's tensors and sessions go now
+            gc.collect()
+    finally:
+        work.cleanup()
+    result["meta"]["load_average_end"] = os.getloadavg()
+    write_report(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+PEERS = PLOTTED
+
+
+def fmt_rate(v):
+    return f"{v / 1e6:.2f} M" if v else "-"
+
+
+def mib(b):
+    return f"{b / 2**20:.0f} MiB" if b >= 2**20 else f"{b / 2**10:.0f} KiB"
+
+
+def goals(result):
+    """Issue 12's goals, each met or missed, from this run's medians (all cores)."""
+    top = max(THREADS)
+    by = {(c["title"], c["threads"]): c for c in result["cases"]}
+    rows = []
+
+    def ratio(title, peer, target, goal):
+        c = by.get((title, top))
+        if not c or not c["medians"].get(peer):
+            return
+        r = c["medians"]["embedrt"] / c["medians"][peer]
+        rows.append((goal, f"{r:.2f}x", "met" if r >= target else "missed"))
+
+    cases = [c for c in result["cases"] if c["threads"] == top]
+    if cases:
+        below = [c for c in cases if c["medians"]["embedrt"] < 0.9 * c["medians"]["roofline"]]
+        worst = min(cases, key=lambda c: c["medians"]["embedrt"] / c["medians"]["roofline"])
+        rows.append(("every case >= 90% of its own roofline",
+                     f"{len(cases) - len(below)} of {len(cases)} cases; lowest {100 * worst['medians']['embedrt'] / worst['medians']['roofline']:.0f}% ({worst['title']})",
+                     "met" if not below else "missed"))
+    ratio("GPT-2 50257x768, 8x1024, f32 -> f32", "torch embedding_bag (FBGEMM)", 1.15, "GPT-2 f32: >= 1.15x FBGEMM's f32 gather (embedding_bag)")
+    ratio("GPT-2 50257x768, 8x1024, int8 -> f32", "torch int8 rowwise bag (FBGEMM)", 1.2, "GPT-2 int8: >= 1.2x FBGEMM int8 rowwise")
+    c = by.get(("GPT-2 50257x768, 8x1024, f32 -> f32", top))
+    if c and c["medians"].get("torch best"):
+        best = max(c["medians"]["torch best"], c["medians"]["torch tutorial"])
+        r = c["medians"]["embedrt"] / best
+        rows.append(("GPT-2 f32: >= 1.6x torch 2.x at its best", f"{r:.2f}x", "met" if r >= 1.6 else "missed"))
+    ratio("GPT-2 50257x768, 8x1024, bf16 -> bf16", "torch bf16 best", 1.6, "GPT-2 bf16 -> bf16: >= 1.6x torch bf16")
+    ratio("BERT-base 30522x768 + LayerNorm, 8x512, f32 -> f32", "ONNX Runtime EmbedLayerNormalization", 2.5,
+          "BERT-base + LN: >= 2.5x ONNX Runtime EmbedLayerNormalization")
+    c = by.get(("Llama-3 128256x4096, 4x512, f32 -> f32", top))
+    if c and c["medians"].get("torch best"):
+        best = max(v for k, v in c["medians"].items() if k.startswith("torch") and v)
+        r = c["medians"]["embedrt"] / best
+        rows.append(("Llama-3 f32: >= 1.0x torch at its best (index_select, Embedding, embedding_bag)", f"{r:.2f}x",
+                     "met" if r >= 1.0 else "missed"))
+    d = result["decode"]
+    warm = d.get("warm, GPT-2 f32 (8 ids, cached)")
+    if warm:
+        v = warm["medians_ns"]["embedrt"]
+        rows.append(("decode warm, dim 768: p50 <= 100 ns", f"{v:.0f} ns", "met" if v <= 100 else "missed"))
+    cold = d.get("cold, GPT-2 f32 (row and output evicted)")
+    if cold:
+        r = cold["medians_ns"]["embedrt"] / cold["medians_ns"]["physical limit"]
+        rows.append(("decode cold: p50 within 1.25x of the physical limit", f"{r:.2f}x ({cold['medians_ns']['embedrt']:.0f} vs "
+                     f"{cold['medians_ns']['physical limit']:.0f} ns)", "met" if r <= 1.25 else "missed"))
+    return rows
+
+
+def markdown(result):
+    m = result["meta"]
+    llc = m["llc"]
+    busy = max(m["load_average_start"][0], m["load_average_end"][0])
+    lines = [f"**Preliminary: the machine was busy** (1-minute load average up to {busy:.1f} on {m['cores']} cores while "
+             "this ran; other work shared the cores and the memory bus). Ratios within the run are indicative; absolute "
+             "figures are not the machine's.", ""] if busy > 0.5 else []
+    lines += [f"Machine: {m['machine']}, {m['cores']} cores, embedrt isa {m['isa']}, last-level cache {mib(llc['bytes'])} "
+             f"(level {llc['level']}, shared by {llc['shared_by_cpus']} CPUs, {llc['instances']} instance(s), from {llc['source']})"
+             + (f"; torch {m['torch']} ({m['torch_capability']}), ONNX Runtime {m['onnxruntime']}" if "torch" in m else "")
+             + f". {m['rounds']} interleaved rounds of {m['seconds']} s samples, medians"
+             + (", by CPU time per thread (--clock cpu)" if m.get("clock") == "cpu" else "")
+             + f"; ids rotate through {m['id_sets']} "
+             f"random sets; output buffers rotate until 4x the LLC (one buffer in the cache-resident case). "
+             f"Load average {m['load_average_start'][0]:.2f} at the start, {m['load_average_end'][0]:.2f} at the end "
+             f"({m['started']}).", ""]
+    if result["cases"]:
+        lines += ["Roofline: the case's table rows streamed in order into its output dtype (same ISA, threads and "
+                  "bytes), over a table 4x the LLC. Regime: dram = table >= 4x and outputs >= 2x the LLC; cache = "
+                  "both fit in it; mixed otherwise.", "",
+                  "| case | threads | table / LLC | output / LLC | regime | embedrt tokens/s | roofline | % of roofline |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for c in result["cases"]:
+            e, r = c["medians"]["embedrt"], c["medians"]["roofline"]
+            s = c["sizes"]
+            lines.append(f"| {c['title']} | {c['threads']} | {mib(s['table_bytes'])} = {s['table_vs_llc']:.2f}x | "
+                         f"{mib(s['output_bytes_total'])} = {s['output_vs_llc']:.2f}x | {s['regime']} | {fmt_rate(e)} | "
+                         f"{fmt_rate(r)} | {100 * e / r:.0f}% |")
+        peer_rows = [(c, p) for c in result["cases"] for p in PEERS if c["medians"].get(p)]
+        if peer_rows:
+            lines += ["", "| case | threads | peer | peer tokens/s | embedrt / peer | peer % of roofline |", "|---|---|---|---|---|---|"]
+            for c, p in peer_rows:
+                v = c["medians"][p]
+                lines.append(f"| {c['title']} | {c['threads']} | {p} | {fmt_rate(v)} | {c['medians']['embedrt'] / v:.2f}x | "
+                             f"{100 * v / c['medians']['roofline']:.0f}% |")
+    if result["decode"]:
+        lines += ["", "Single-token decode (1 thread), p50 per call in ns (embedrt: the median over samples of "
+                  "calls timed in groups; cold: each call timed alone with the row and output evicted (clflush) "
+                  "first, interleaved call by call with the physical limit: the row's lines all prefetched at once, "
+                  "then the add):", "", "| case | contender | p50 ns |", "|---|---|---|"]
+        for row, d in result["decode"].items():
+            for k, v in d["medians_ns"].items():
+                lines.append(f"| {row} | {k} | {v:.0f} |")
+    if result["residency"]:
+        lines += ["", f"Residency ({max(THREADS)} thread(s); batch as the throughput case; decode: 1 token, 65536 random ids):", "",
+                  "| shape | mode | open | first call | tokens/s | decode p50 | table resident | in huge pages | process PSS |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for row, r in result["residency"].items():
+            shape, mode = row.split(" | ")[0], " ".join(row.split(" | ")[1:])
+            dec = f"{r['decode_p50_ns']:.0f} ns" if r["decode_p50_ns"] else "-"
+            lines.append(f"| {shape} | {mode} | {1e3 * r['open_seconds']:.1f} ms | {1e3 * r['first_call_seconds']:.1f} ms | "
+                         f"{fmt_rate(r['tokens_per_second'])} | {dec} | {mib(r['table_rss'])} | {mib(r['table_huge'])} | "
+                         f"{mib(r['process_pss'])} |")
+    g = goals(result)
+    if g:
+        n = max(THREADS)
+        lines += ["", f"Against the goals of issue 12 ({n} thread{'s' if n > 1 else ''}, this run):", "",
+                  "| goal | measured | |", "|---|---|---|"]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in g]
+    return "\n".join(lines)
+
+
+def plot(json_path, png_path):
+    """% of each case's roofline for embedrt and its peers (all cores). Drawn here when this
+    Python has matplotlib, else by Debian's python3 (python3-matplotlib)."""
+    try:
+        import matplotlib
+    except ImportError:
+        python = os.environ.get("EMBEDRT_TORCH_PYTHON", "/usr/bin/python3")
+        subprocess.run([python, os.path.abspath(__file__), "--plot", json_path, png_path], check=True)
+        return
+    draw(json_path, png_path)
+
+
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+// The measurement support behind `embedrt bench` and bench/ (tools/perf): a roofline that did not
+// do the case's work would flatter every kernel measured against it, so its output is checked
+// against the Embedder's, bit for bit, on every ISA this CPU runs.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "embedrt/embedder.hpp"
+#include "embedrt/embedrt.hpp"
+#include "machine.hpp"
+#include "roofline.hpp"
+#include "roofline_kernels.hpp"
+#include "support/temp_dir.hpp"
+#include "synthetic_model.hpp"
+
+using namespace embedrt;
+using embedrt::test::TempDir;
+
+namespace {
+
+constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise};
+constexpr OutputDType kOutputs[] = {OutputDType::kF32, OutputDType::kBF16, OutputDType::kF16};
+
+Model open_synthetic(const TempDir& dir, const perf::SyntheticSpec& spec) {
+  const std::string path = dir.file("s.embt");
+  REQUIRE(perf::write_synthetic_model(path, spec));
+  auto model = Model::open(path);
+  REQUIRE(model);
+  return std::move(*model);
+}
+
+// What the Embedder writes for `ids` on `isa`.
+std::vector<std::byte> embedded(const Model& model, Isa isa, OutputDType out, std::vector<std::int64_t> ids, bool stream) {
+  auto embedder = Embedder::create(model, {.isa = isa, .nontemporal = stream ? NonTemporal::kAlways : NonTemporal::kNever});
+  REQUIRE(embedder);
+  std::vector<std::byte> bytes(ids.size() * model.dim() * output_element_bytes(out));
+  EmbedRequest request;
+  request.ids = ids;
+  REQUIRE(embedder->embed(request, OutputSpan::from_bytes(bytes, out).value()));
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("roofline streams: the Embedder's bytes for rows 0..n-1, every ISA, dtype and output dtype") {
+  TempDir dir;
+  for (DType dtype : kDTypes) {
+    for (std::uint64_t dim : {37, 64, 768}) {  // a tail on every ISA; whole vectors; GPT-2's width
+      const Model model = open_synthetic(dir, {41, dim, dtype});
+      std::vector<std::int64_t> ids(41);
+      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
+      for (Isa isa : supported_isas()) {
+        for (OutputDType out : kOutputs) {
+          for (bool stream : {false, true}) {
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(dim);
+            CAPTURE(isa_name(isa));
+            CAPTURE(output_dtype_name(out));
+            CAPTURE(stream);
+            const auto expected = embedded(model, isa, out, ids, stream);
+            std::vector<std::byte> got(expected.size() + 64);
+            std::byte* aligned = got.data() + (64 - reinterpret_cast<std::uintptr_t>(got.data()) % 64) % 64;
+            perf::RowStream a;
+            a.table = model.token().bytes.data();
+            a.stride = model.token().row_stride;
+            a.dim = dim;
+            a.params_offset = int8_params_offset(dim);
+            a.out = aligned;
+            a.stream = stream;
+            const auto kernel = perf::roofline_kernels(isa).get_stream(dtype, out);
+            kernel(a, 0, 20);  // in two ranges, as threads split a call
+            kernel(a, 20, 41);
+            CHECK(std::memcmp(aligned, expected.data(), expected.size()) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("decode limit: the Embedder's bytes for one token plus its position row") {
+  TempDir dir;
+  for (DType dtype : kDTypes) {
+    const Model model = open_synthetic(dir, {100, 77, dtype, 16});
+    for (Isa isa : supported_isas()) {
+      for (OutputDType out : kOutputs) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(isa_name(isa));
+        CAPTURE(output_dtype_name(out));
+        const auto expected = embedded(model, isa, out, {42}, false);
+        std::vector<std::byte> got(expected.size());
+        perf::roofline_kernels(isa).get_decode(dtype, out)(
+            {model.token().row(42), model.position()->row(0), row_bytes(dtype, 77), 77, int8_params_offset(77), got.data()});
+        CHECK(got == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("StreamRoofline: buffers past the asked size, a call per batch, bytes per token as counted") {
+  perf::StreamCase c;
+  c.table = DType::kBF16;
+  c.out = OutputDType::kF32;
+  c.dim = 64;
+  c.tokens = 1000;
+  c.out_sets = 3;
+  c.min_table_bytes = 1 << 20;
+  perf::StreamRoofline roofline(default_isa().value(), c);
+  CHECK(roofline.table_bytes() >= (1u << 20));
+  CHECK(roofline.table_bytes() % (1000 * default_row_stride(DType::kBF16, 64)) == 0);
+  CHECK(roofline.output_bytes() == 1000 * 64 * 4);
+  CHECK(roofline.bytes_per_token() == 64 * 2 + 64 * 4);
+  tbb::task_arena arena(2);
+  for (int k = 0; k < 10; ++k) roofline.call(arena);  // wraps around the table and the outputs
+}
+
+TEST_CASE("synthetic models: the shape asked for, and a reused file that differs is refused") {
+  TempDir dir;
+  perf::SyntheticSpec spec{1000, 48, DType::kBF16, 32, 2, true};
+  spec.token_scale = 7.0;
+  const Model model = open_synthetic(dir, spec);
+  CHECK(model.vocab_size() == 1000);
+  CHECK(model.dim() == 48);
+  CHECK(model.token().dtype == DType::kBF16);
+  CHECK(model.position()->rows == 32);
+  CHECK(model.segment()->rows == 2);
+  CHECK(model.norm_weight() != nullptr);
+  CHECK(model.metadata().token_scale == 7.0);
+  CHECK(model.file().verify());
+  CHECK(perf::matches(model, spec));
+  perf::SyntheticSpec other = spec;
+  other.dim = 64;
+  const Status differs = perf::matches(model, other);
+  REQUIRE_FALSE(differs);
+  CHECK(differs.error().message().find("1000x48") != std::string::npos);
+
+  perf::SyntheticSpec parsed;
+  CHECK(perf::parse_shape("262144x5376", parsed));
+  CHECK(parsed.vocab == 262144);
+  CHECK(parsed.dim == 5376);
+  for (const char* bad : {"", "x", "10x", "x10", "10x0", "0x10", "10*10", "10x10x10", "-1x5"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(perf::parse_shape(bad, parsed));
+  }
+}
+
+TEST_CASE("machine: a last-level cache, and the memory of a mapping as /proc reports it") {
+  const perf::CacheInfo llc = perf::last_level_cache();
+  CHECK(llc.bytes >= (256u << 10));
+  CHECK_FALSE(llc.source.empty());
+  CHECK_FALSE(perf::transparent_hugepage_mode().empty());
+  std::vector<std::byte> block(8 << 20, std::byte{1});
+  const auto use = perf::range_memory(block.data(), block.size());
+  CHECK(use.known);
+  CHECK(use.rss >= (4u << 20));
+  CHECK(perf::process_memory().rss >= use.rss);
+  perf::evict(block.data(), 4096);  // no effect on the values
+  CHECK(block[100] == std::byte{1});
+}

@@ -1,0 +1,50 @@
+// The honest roofline of a gather case: the time the memory system needs to move exactly the
+// case's bytes — its table rows (table dtype, the file's row stride) read in order and its
+// output rows (output dtype, converted) written — over buffers several times the last-level
+// cache, on the same threads and the same ISA as the kernel under test. No gather of the same
+// rows can beat a sequential stream of them, so "% of roofline" can only exceed 100% when the
+// gather's rows come from cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <oneapi/tbb/task_arena.h>
+
+#include "embedrt/embedder.hpp"
+#include "embedrt/format.hpp"
+#include "embedrt/isa.hpp"
+
+namespace embedrt::perf {
+
+struct StreamCase {
+  DType table = DType::kF32;
+  OutputDType out = OutputDType::kF32;
+  std::uint64_t dim = 768;
+  std::uint64_t stride = 0;         // bytes between table rows; 0: default_row_stride(table, dim)
+  std::uint64_t tokens = 8192;      // rows per call, as the case's batch x sequence
+  std::uint64_t out_sets = 1;       // output buffers rotated between calls, as the case's
+  std::uint64_t min_table_bytes = 0;  // the table buffer is at least this large (several x LLC)
+  bool stream = false;              // non-temporal stores, as the Embedder would choose
+};
+
+class StreamRoofline {
+ public:
+  StreamRoofline(Isa isa, const StreamCase& c);
+  ~StreamRoofline();
+  StreamRoofline(const StreamRoofline&) = delete;
+  StreamRoofline& operator=(const StreamRoofline&) = delete;
+
+  // One call: the next `tokens` rows of the table into the next output buffer, split over the
+  // arena's threads in contiguous ~128 KiB chunks of output (as the Embedder splits a request).
+  void call(tbb::task_arena& arena);
+
+  std::uint64_t table_bytes() const noexcept;   // the table buffer streamed through
+  std::uint64_t output_bytes() const noexcept;  // per call
+  std::uint64_t bytes_per_token() const noexcept;  // row_bytes(table) + dim x output element
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace embedrt::perf

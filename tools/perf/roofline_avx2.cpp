@@ -1,0 +1,61 @@
+// AVX2 + FMA + F16C build of the roofline kernels (the avx2 row of runtime/kernels/isa_table.def).
+#include <immintrin.h>
+
+#include <array>
+#include <xsimd/xsimd.hpp>
+
+#include "embedrt/half.hpp"
+#include "roofline_kernels.hpp"
+
+namespace embedrt::perf::avx2 {
+
+struct Traits {
+  using V = xsimd::batch<float, xsimd::avx2>;
+  static constexpr std::uint64_t kWidth = 8;
+  static constexpr bool kCanStream = true;
+  static __m128i load8_u16(const std::byte* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+  static V load_f32(const std::byte* p) { return V(_mm256_loadu_ps(reinterpret_cast<const float*>(p))); }
+  static V load_f16(const std::byte* p) { return V(_mm256_cvtph_ps(load8_u16(p))); }
+  static V load_bf16(const std::byte* p) {
+    return V(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load8_u16(p)), 16)));
+  }
+  static V load_i8(const std::byte* p) {
+    return V(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
+  }
+  static void store_f32(std::byte* p, V v, bool stream) {
+    if (stream) {
+      _mm256_stream_ps(reinterpret_cast<float*>(p), v);
+    } else {
+      _mm256_storeu_ps(reinterpret_cast<float*>(p), v);
+    }
+  }
+  static void store128(std::byte* p, __m128i bits, bool stream) {
+    if (stream) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), bits);
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bits);
+    }
+  }
+  static void store_f16(std::byte* p, V v, bool stream) {
+    store128(p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), stream);
+  }
+  static void store_bf16(std::byte* p, V v, bool stream) {  // round to nearest even, NaN kept quiet
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    const __m256i bits = _mm256_blendv_epi8(rounded, quiet, nan);
+    store128(p, _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1)), stream);
+  }
+  static void fence() { _mm_sfence(); }
+  static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+};
+
+#include "roofline_body.inl"
+
+}  // namespace embedrt::perf::avx2
+
+namespace embedrt::perf {
+const RooflineKernels& avx2_roofline() { return avx2::kRoofline; }
+}  // namespace embedrt::perf

@@ -1,0 +1,140 @@
+// The roofline kernels, written once and compiled once per ISA (like runtime/kernels/
+// kernel_body.inl, whose loads, conversions and stores these mirror, but written independently so
+// that a change to the library's kernels never moves the yardstick they are measured against).
+// The including unit defines `Traits`: V, kWidth, load_f32/f16/bf16/i8, store_f32/f16/bf16
+// (stream or not), fence, prefetch. Everything here has internal linkage.
+
+namespace {
+
+template <DType TD>
+inline typename Traits::V load(const std::byte* row, std::uint64_t j, typename Traits::V scale,
+                               typename Traits::V bias) {
+  if constexpr (TD == DType::kF32) return Traits::load_f32(row + 4 * j);
+  if constexpr (TD == DType::kF16) return Traits::load_f16(row + 2 * j);
+  if constexpr (TD == DType::kBF16) return Traits::load_bf16(row + 2 * j);
+  if constexpr (TD == DType::kInt8Rowwise) return Traits::load_i8(row + j) * scale + bias;
+}
+
+template <OutputDType OD>
+inline void store(std::byte* out, std::uint64_t j, typename Traits::V v, bool stream) {
+  if constexpr (OD == OutputDType::kF32) Traits::store_f32(out + 4 * j, v, stream);
+  if constexpr (OD == OutputDType::kBF16) Traits::store_bf16(out + 2 * j, v, stream);
+  if constexpr (OD == OutputDType::kF16) Traits::store_f16(out + 2 * j, v, stream);
+}
+
+// Scalar element j (row tails).
+template <DType TD>
+inline float load_one(const std::byte* row, std::uint64_t j, float scale, float bias) {
+  if constexpr (TD == DType::kF32) {
+    float v;
+    __builtin_memcpy(&v, row + 4 * j, 4);
+    return v;
+  } else if constexpr (TD == DType::kInt8Rowwise) {
+    return static_cast<float>(static_cast<std::int8_t>(row[j])) * scale + bias;
+  } else {
+    std::uint16_t h;
+    __builtin_memcpy(&h, row + 2 * j, 2);
+    return TD == DType::kF16 ? f16_to_f32(h) : bf16_to_f32(h);
+  }
+}
+
+template <OutputDType OD>
+inline void store_one(std::byte* out, std::uint64_t j, float v) {
+  if constexpr (OD == OutputDType::kF32) {
+    __builtin_memcpy(out + 4 * j, &v, 4);
+  } else {
+    const std::uint16_t h = OD == OutputDType::kBF16 ? f32_to_bf16(v) : f32_to_f16(v);
+    __builtin_memcpy(out + 2 * j, &h, 2);
+  }
+}
+
+constexpr std::uint64_t out_size(OutputDType od) { return od == OutputDType::kF32 ? 4 : 2; }
+
+template <DType TD>
+inline void quantization(const std::byte* row, std::uint64_t params_offset, float& scale, float& bias) {
+  scale = 1.0f;
+  bias = 0.0f;
+  if constexpr (TD == DType::kInt8Rowwise) {
+    __builtin_memcpy(&scale, row + params_offset, 4);
+    __builtin_memcpy(&bias, row + params_offset + 4, 4);
+  }
+}
+
+// out row = convert(table row), vector body from the first vector-aligned output element when
+// streaming (as a streaming store needs), scalar head and tail.
+template <DType TD, OutputDType OD>
+inline void convert_row(const std::byte* row, std::byte* out, std::uint64_t dim, std::uint64_t params_offset,
+                        bool stream) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  float s, b;
+  quantization<TD>(row, params_offset, s, b);
+  std::uint64_t head = 0;
+  if (stream) {
+    constexpr std::uint64_t kVectorBytes = W * out_size(OD);
+    const auto misalignment = reinterpret_cast<std::uintptr_t>(out) % kVectorBytes;
+    head = misalignment ? (kVectorBytes - misalignment) / out_size(OD) : 0;
+    if (head > dim) head = dim;
+  }
+  const std::uint64_t body_end = head + (dim - head) / W * W;
+  for (std::uint64_t j = 0; j < head; ++j) store_one<OD>(out, j, load_one<TD>(row, j, s, b));
+  const V vs(s), vb(b);
+  for (std::uint64_t j = head; j < body_end; j += W) store<OD>(out, j, load<TD>(row, j, vs, vb), stream);
+  for (std::uint64_t j = body_end; j < dim; ++j) store_one<OD>(out, j, load_one<TD>(row, j, s, b));
+}
+
+template <DType TD, OutputDType OD>
+void stream_rows(const RowStream& a, std::uint64_t begin, std::uint64_t end) {
+  const std::uint64_t out_row = a.dim * out_size(OD);
+  const bool stream = a.stream && Traits::kCanStream && reinterpret_cast<std::uintptr_t>(a.out) % out_size(OD) == 0;
+  for (std::uint64_t r = begin; r < end; ++r) {
+    convert_row<TD, OD>(a.table + r * a.stride, a.out + r * out_row, a.dim, a.params_offset, stream);
+  }
+  if (stream) Traits::fence();
+}
+
+template <DType TD, OutputDType OD>
+void decode_limit(const DecodeRow& a) {
+  for (std::uint64_t k = 0; k < a.row_bytes; k += 64) Traits::prefetch(a.token + k);
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  float s, b, ps = 1.0f, pb = 0.0f;
+  quantization<TD>(a.token, a.params_offset, s, b);
+  if (a.position) quantization<TD>(a.position, a.params_offset, ps, pb);
+  const std::uint64_t body_end = a.dim / W * W;
+  const V vs(s), vb(b), vps(ps), vpb(pb);
+  for (std::uint64_t j = 0; j < body_end; j += W) {
+    V x = load<TD>(a.token, j, vs, vb);
+    if (a.position) x = x + load<TD>(a.position, j, vps, vpb);
+    store<OD>(a.out, j, x, false);
+  }
+  for (std::uint64_t j = body_end; j < a.dim; ++j) {
+    float x = load_one<TD>(a.token, j, s, b);
+    if (a.position) x = x + load_one<TD>(a.position, j, ps, pb);
+    store_one<OD>(a.out, j, x);
+  }
+}
+
+template <DType TD>
+constexpr std::array<StreamRows, 3> stream_for() {
+  return {&stream_rows<TD, OutputDType::kF32>, &stream_rows<TD, OutputDType::kBF16>,
+          &stream_rows<TD, OutputDType::kF16>};
+}
+template <DType TD>
+constexpr std::array<DecodeLimit, 3> decode_for() {
+  return {&decode_limit<TD, OutputDType::kF32>, &decode_limit<TD, OutputDType::kBF16>,
+          &decode_limit<TD, OutputDType::kF16>};
+}
+
+}  // namespace
+
+const RooflineKernels kRoofline = {
+    {{stream_for<DType::kF32>()[0], stream_for<DType::kF32>()[1], stream_for<DType::kF32>()[2]},
+     {stream_for<DType::kF16>()[0], stream_for<DType::kF16>()[1], stream_for<DType::kF16>()[2]},
+     {stream_for<DType::kBF16>()[0], stream_for<DType::kBF16>()[1], stream_for<DType::kBF16>()[2]},
+     {stream_for<DType::kInt8Rowwise>()[0], stream_for<DType::kInt8Rowwise>()[1], stream_for<DType::kInt8Rowwise>()[2]}},
+    {{decode_for<DType::kF32>()[0], decode_for<DType::kF32>()[1], decode_for<DType::kF32>()[2]},
+     {decode_for<DType::kF16>()[0], decode_for<DType::kF16>()[1], decode_for<DType::kF16>()[2]},
+     {decode_for<DType::kBF16>()[0], decode_for<DType::kBF16>()[1], decode_for<DType::kBF16>()[2]},
+     {decode_for<DType::kInt8Rowwise>()[0], decode_for<DType::kInt8Rowwise>()[1], decode_for<DType::kInt8Rowwise>()[2]}},
+};
