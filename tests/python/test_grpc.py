@@ -26,47 +26,10 @@ from tritonclient.utils import InferenceServerException
 CLI = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
 from embt_writer import write_embt  # noqa: E402
+from served_model import CONTEXT, DIM, VOCAB, Tally, expected, free_port, write_model  # noqa: E402
 
-passed = failed = 0
-lock = threading.Lock()
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    with lock:
-        if ok:
-            passed += 1
-        else:
-            failed += 1
-            print(f"FAIL {name}: {detail}", flush=True)
-
-
-VOCAB, DIM, CONTEXT, TYPES = 100, 16, 32, 2
-
-
-def tables(seed):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((VOCAB, DIM), dtype=np.float32), rng.standard_normal((CONTEXT, DIM), dtype=np.float32),
-            rng.standard_normal((TYPES, DIM), dtype=np.float32))
-
-
-def write_model(path, seed):
-    """BERT-shaped f32 model, written atomically (temp + rename)."""
-    tok, pos, seg = tables(seed)
-    write_embt(path + ".tmp", [("tok", "token", "f32", tok), ("seg", "segment", "f32", seg),
-                               ("pos", "position", "f32", pos)],
-               {"model.family": "bert", "position.kind": "learned", "context_length": CONTEXT})
-    os.replace(path + ".tmp", path)
-
-
-def expected(seed, ids, starts=None, segments=None):
-    tok, pos, seg = tables(seed)
-    ids = np.asarray(ids)
-    B, L = ids.shape
-    starts = np.zeros(B, dtype=np.int64) if starts is None else np.asarray(starts)
-    segments = np.zeros_like(ids) if segments is None else np.asarray(segments)
-    positions = starts[:, None] + np.arange(L)[None, :]
-    return (tok[ids] + seg[segments]) + pos[positions]  # the order of FORMAT.md section 7
+tally = Tally()
+check = tally.check
 
 
 def cli_embed(model, ids, start=0, segments=None):
@@ -79,12 +42,6 @@ def cli_embed(model, ids, start=0, segments=None):
     out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout
     doc = json.loads(out)
     return np.array(doc["data"], dtype=np.float64).astype(np.float32).reshape(doc["shape"])
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -223,7 +180,7 @@ def test_typed_contents(server, seed):
                   e.code() == grpc.StatusCode.INVALID_ARGUMENT and "int64_contents, not fp32_contents" in e.details(),
                   e.details())
         request = service_pb2.ModelInferRequest(model_name="model")
-        t = request.inputs.add(name="input_ids", datatype="INT64", shape=[1, 3])
+        request.inputs.add(name="input_ids", datatype="INT64", shape=[1, 3])
         request.raw_input_contents.append(np.array([1, 2], dtype="<i8").tobytes())
         try:
             s.ModelInfer(request, timeout=10)
@@ -363,7 +320,7 @@ def test_budget(work):
         rng = np.random.default_rng(0)
         ids = rng.integers(0, VOCAB, (200, 30))  # 6000 tokens: ~0.85 MiB of the budget each
         truth = expected(5, ids)
-        outcomes = []
+        outcomes, lock = [], threading.Lock()
 
         def client():
             c = triton.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
@@ -462,5 +419,4 @@ with tempfile.TemporaryDirectory() as work:
         except Exception as e:
             check("test raised", False, repr(e))
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(tally.exit_code())

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -20,51 +19,10 @@ import numpy as np
 CLI = sys.argv[1]
 sys.path.insert(0, sys.argv[2])
 from embt_writer import write_embt  # noqa: E402
+from served_model import DIM, VOCAB, Tally, expected, free_port, write_model  # noqa: E402
 
-passed = failed = 0
-lock = threading.Lock()
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    with lock:
-        if ok:
-            passed += 1
-        else:
-            failed += 1
-            print(f"FAIL {name}: {detail}", flush=True)
-
-
-VOCAB, DIM, CONTEXT, TYPES = 100, 16, 32, 2
-
-
-def tables(seed):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((VOCAB, DIM), dtype=np.float32), rng.standard_normal((CONTEXT, DIM), dtype=np.float32),
-            rng.standard_normal((TYPES, DIM), dtype=np.float32))
-
-
-def write_model(path, seed):
-    """Writes atomically (temp + rename), as a user replacing a served file should."""
-    tok, pos, seg = tables(seed)
-    write_embt(path, [("tok", "token", "f32", tok), ("seg", "segment", "f32", seg), ("pos", "position", "f32", pos)],
-               {"model.family": "bert", "position.kind": "learned", "context_length": CONTEXT})
-
-
-def expected(seed, ids, starts=None, segments=None):
-    tok, pos, seg = tables(seed)
-    ids = np.asarray(ids)
-    B, L = ids.shape
-    starts = np.zeros(B, dtype=np.int64) if starts is None else np.asarray(starts)
-    segments = np.zeros_like(ids) if segments is None else np.asarray(segments)
-    positions = starts[:, None] + np.arange(L)[None, :]
-    return (tok[ids] + seg[segments]) + pos[positions]  # the order of FORMAT.md section 7
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+tally = Tally()
+check = tally.check
 
 
 class Server:
@@ -377,5 +335,4 @@ with tempfile.TemporaryDirectory() as work:
                        capture_output=True, text=True, timeout=20)
     check("a missing model exits 3 (bad input) with a message", r.returncode == 3 and "missing.embt" in r.stderr, r.stderr)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(tally.exit_code())

@@ -10,8 +10,6 @@ usage: build/grpc-venv/bin/python test_server_outputs.py EMBEDRT_CLI REPO_ROOT
 """
 import json
 import os
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -24,24 +22,13 @@ import tritonclient.grpc as triton
 from tritonclient.utils import InferenceServerException
 
 CLI, ROOT = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
+from served_model import Tally, free_port  # noqa: E402
+
 WORK = tempfile.mkdtemp(prefix="embedrt-serve-outputs-")
-passed = failed = 0
+tally = Tally()
+check = tally.check
 BITS = {"FP32": np.uint32, "BF16": np.uint16, "FP16": np.uint16}
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}", flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def convert(source, out, *extra):
@@ -251,8 +238,7 @@ def test_embedding_bag():
 def main():
     for test in (test_gemma3n, test_model2vec, test_embedding_bag):
         test()
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(tally.exit_code())
 
 
 if __name__ == "__main__":
