@@ -15,6 +15,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bag_rules  # noqa: E402
@@ -22,16 +25,10 @@ import m2v_rules  # noqa: E402
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else HERE
 KINDS = {"F16": np.float16, "BF16": np.uint16, "F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64}
-failures, passes = [], 0
 
 
-def check(name, ok, detail=""):
-    global passes
-    if ok:
-        passes += 1
-    else:
-        failures.append(name)
-        print(f"FAIL {name}: {detail}")
+tally = Tally()
+check = tally.check
 
 
 def read_safetensors(path):
@@ -111,8 +108,7 @@ def test_model2vec():
 def main():
     test_embedding_bag()
     test_model2vec()
-    print(f"\n{passes} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    tally.finish()
 
 
 if __name__ == "__main__":

@@ -29,20 +29,18 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402
+
 CLI = os.path.abspath(sys.argv[1])
 ROOT = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(__file__))
 WORK = tempfile.mkdtemp(prefix="embedrt-bags-")
 BITS = {"f32": np.uint32, "f16": np.uint16, "bf16": np.uint16}
-failures, passes, exact, within = [], 0, 0, 0
+exact, within = 0, 0
 
 
-def check(name, ok, detail=""):
-    global passes
-    if ok:
-        passes += 1
-    else:
-        failures.append(name)
-        print(f"FAIL {name}: {detail}")
+tally = Tally()
+check = tally.check
 
 
 def run(*args):
@@ -169,8 +167,7 @@ def main():
     model2vec()
     shutil.rmtree(WORK, ignore_errors=True)
     print(f"\n{exact} comparisons bit-exact, {within} within their ulp bound")
-    print(f"{passes} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    tally.finish()
 
 
 if __name__ == "__main__":

@@ -27,18 +27,15 @@ import kubernetes.client.models
 import kubernetes_validate
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402
+
 ROOT = sys.argv[1]
 DEPLOY = os.path.join(ROOT, "tools", "deploy")
-passed = failed = 0
 
 
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}", flush=True)
+tally = Tally()
+check = tally.check
 
 
 PRIMITIVES = {"str": str, "bool": bool, "float": (int, float), "date": str, "datetime": str}
@@ -208,5 +205,4 @@ runtime_libs = re.search(r"^runtime=\((.*)\)", script, re.M).group(1).split()
 check("install-deps.sh --runtime names the libraries the CLI links (tbb, deflate, grpc++, protobuf)",
       {"libtbb12", "libdeflate0", "libgrpc++1.51", "libprotobuf32"} <= set(runtime_libs), runtime_libs)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+tally.finish()

@@ -22,6 +22,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402
+
 sys.dont_write_bytecode = True  # keep tests/format and tools/python free of __pycache__
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
@@ -30,16 +33,10 @@ from embt_reader import outputs_of, read_embt  # noqa: E402
 from make_vectors import is_output_rule, section7  # noqa: E402  (FORMAT.md section 7 in numpy; importing writes nothing)
 
 CLI = os.path.abspath(sys.argv[1])
-passes, failures = 0, []
 
 
-def check(name, ok, detail=""):
-    global passes
-    if ok:
-        passes += 1
-    else:
-        failures.append(name)
-        print(f"FAIL {name}: {detail}")
+tally = Tally()
+check = tally.check
 
 
 def run(*args):
@@ -271,5 +268,4 @@ def writer_two_outputs(work, rng):
 
 reader_side()
 writer_side()
-print(f"{passes} passed, {len(failures)} failed")
-sys.exit(1 if failures else 0)
+tally.finish()

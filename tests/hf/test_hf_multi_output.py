@@ -30,18 +30,15 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402
+
 CLI, CASES = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="embedrt-hf-multi-")
-failures, passes = [], 0
 
 
-def check(name, ok, detail=""):
-    global passes
-    if ok:
-        passes += 1
-    else:
-        failures.append(name)
-        print(f"FAIL {name}: {detail}")
+tally = Tally()
+check = tally.check
 
 
 def run(*args):
@@ -132,8 +129,7 @@ def main():
     for name in cases:
         test_case(name)
     shutil.rmtree(WORK, ignore_errors=True)
-    print(f"\n{passes} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    tally.finish()
 
 
 if __name__ == "__main__":

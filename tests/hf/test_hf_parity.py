@@ -27,9 +27,11 @@ import urllib.request
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402
+
 CLI, CASES = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="embedrt-hf-")
-failures, passes = [], 0
 
 # Largest difference allowed. 0: bit-exact, every element. Otherwise in ulps of the output dtype
 # at the row's scale (the spacing of the dtype at the row's largest magnitude): LayerNorm's
@@ -46,13 +48,8 @@ BOUNDS = {
 }
 
 
-def check(name, ok, detail=""):
-    global passes
-    if ok:
-        passes += 1
-    else:
-        failures.append(name)
-        print(f"FAIL {name}: {detail}")
+tally = Tally()
+check = tally.check
 
 
 def run(*args):
@@ -257,8 +254,7 @@ def main():
     for row in table:
         print("| " + " | ".join(map(str, row)) + " |")
     shutil.rmtree(WORK, ignore_errors=True)
-    print(f"\n{passes} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    tally.finish()
 
 
 if __name__ == "__main__":

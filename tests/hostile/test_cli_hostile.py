@@ -13,18 +13,14 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402
+
 CLI = sys.argv[1]
-passed = failed = 0
 
 
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {name}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}", flush=True)
+tally = Tally('ok   ')
+check = tally.check
 
 
 def run(*args, timeout=20):
@@ -184,5 +180,4 @@ with tempfile.TemporaryDirectory() as work:
                                                       "weight", "-q"), 4, "m.embt", "--force")
     expect("an id past the model", run("embed", model, "--ids", "4"), 2, "id 4 is out of range")
 
-print(f"\n{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+tally.finish()

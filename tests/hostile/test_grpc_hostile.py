@@ -18,7 +18,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import hpack
@@ -27,26 +26,22 @@ import tritonclient.grpc as triton
 from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402
+
 CLI = os.path.abspath(sys.argv[1])
 sys.path.insert(0, sys.argv[2])
 SANITIZED = "--sanitized" in sys.argv[3:]
 from embt_writer import write_embt  # noqa: E402
 
 MiB = 1 << 20
-passed = failed = 0
 # 1000 client sockets in this process: raise the soft open-file limit to the hard one.
 _soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (_hard, _hard))
 
 
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"PASS {name}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}", flush=True)
+tally = Tally('PASS ')
+check = tally.check
 
 
 def figure(text):
@@ -396,5 +391,4 @@ with tempfile.TemporaryDirectory() as work:
             check(f"{case.__name__} raised", False, repr(e))
         figure(f"{case.__name__}: {time.time() - start:.1f} s")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+tally.finish()

@@ -1,33 +1,17 @@
-"""What the server scripts (test_server.py, test_grpc.py, test_server_outputs.py) share: a tally of
-checks, a small BERT-shaped model whose tables are a function of a seed, its expected embeddings
+"""What the server scripts (test_server.py, test_grpc.py, test_server_outputs.py) share: the tally of
+checks (tests/support/tally.py), a small BERT-shaped model whose tables are a function of a seed, its expected embeddings
 computed by numpy, and a free loopback port."""
 
+import os
 import socket
-import threading
+import sys
 
 import numpy as np
 
 from embt_writer import write_embt  # tools/python, put on sys.path by each script from its argv
 
-
-class Tally:
-    """Counts checks from any thread; a failed check prints its name and detail at once."""
-
-    def __init__(self):
-        self.passed = self.failed = 0
-        self._lock = threading.Lock()
-
-    def check(self, name, ok, detail=""):
-        with self._lock:
-            if ok:
-                self.passed += 1
-            else:
-                self.failed += 1
-                print(f"FAIL {name}: {detail}", flush=True)
-
-    def exit_code(self):
-        print(f"{self.passed} passed, {self.failed} failed")
-        return 1 if self.failed else 0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402,F401  (re-exported)
 
 
 VOCAB, DIM, CONTEXT, TYPES = 100, 16, 32, 2

@@ -22,17 +22,14 @@ import tempfile
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tally import Tally  # noqa: E402
+
 CLI, EXTERNAL = sys.argv[1], sys.argv[2]
-passed = failed = 0
 
 
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}", flush=True)
+tally = Tally()
+check = tally.check
 
 
 def run(*args):
@@ -396,5 +393,4 @@ with tempfile.TemporaryDirectory() as WORK:
         except Exception as e:  # a crash of one case is a failure, not the end of the run
             check(test.__name__, False, repr(e))
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+tally.finish()

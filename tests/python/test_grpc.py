@@ -419,4 +419,4 @@ with tempfile.TemporaryDirectory() as work:
         except Exception as e:
             check("test raised", False, repr(e))
 
-sys.exit(tally.exit_code())
+tally.finish()

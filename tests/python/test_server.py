@@ -335,4 +335,4 @@ with tempfile.TemporaryDirectory() as work:
                        capture_output=True, text=True, timeout=20)
     check("a missing model exits 3 (bad input) with a message", r.returncode == 3 and "missing.embt" in r.stderr, r.stderr)
 
-sys.exit(tally.exit_code())
+tally.finish()

@@ -238,7 +238,7 @@ def test_embedding_bag():
 def main():
     for test in (test_gemma3n, test_model2vec, test_embedding_bag):
         test()
-    sys.exit(tally.exit_code())
+    tally.finish()
 
 
 if __name__ == "__main__":
