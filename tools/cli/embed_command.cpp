@@ -63,12 +63,7 @@ int run(const EmbedArgs& args) {
     }
     out = std::move(values);
   } else {
-    EmbedderOptions options;
-    if (!args.isa.empty()) {
-      options.isa = parse_isa(args.isa);
-      if (!options.isa) return report(Error(ErrorCode::kInvalidArgument, "--isa '" + args.isa + "': expected scalar, sse4.2, avx2 or avx512"));
-    }
-    auto embedder = Embedder::create(*model, options);
+    auto embedder = embedder_for(*model, args.isa);
     if (!embedder) return report(embedder.error());
     EmbedRequest request;
     request.ids = *ids;

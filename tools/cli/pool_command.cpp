@@ -76,12 +76,7 @@ int run(const PoolArgs& args) {
     }
     out = std::move(values);
   } else {
-    EmbedderOptions options;
-    if (!args.isa.empty()) {
-      options.isa = parse_isa(args.isa);
-      if (!options.isa) return report(Error(ErrorCode::kInvalidArgument, "--isa '" + args.isa + "': expected scalar, sse4.2, avx2 or avx512"));
-    }
-    auto embedder = Embedder::create(*model, options);
+    auto embedder = embedder_for(*model, args.isa);
     if (!embedder) return report(embedder.error());
     BagRequest request;
     request.ids = *ids;

@@ -64,6 +64,15 @@ Result<std::size_t> output_index(const Model& model, const std::string& name) {
   return static_cast<std::size_t>(found - model.outputs().data());
 }
 
+Result<Embedder> embedder_for(const Model& model, const std::string& isa) {
+  EmbedderOptions options;
+  if (!isa.empty()) {
+    options.isa = parse_isa(isa);
+    if (!options.isa) return Error(ErrorCode::kInvalidArgument, "--isa '" + isa + "': expected scalar, sse4.2, avx2 or avx512");
+  }
+  return Embedder::create(model, options);
+}
+
 Result<std::vector<float>> compute_as_floats(OutputDType dtype, std::uint64_t count,
                                              const std::function<Status(OutputSpan)>& compute) {
   std::vector<float> out(count);

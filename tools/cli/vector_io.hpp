@@ -24,6 +24,9 @@ Result<std::vector<float>> parse_floats(const std::string& text, const char* opt
 // The index of the output named by --output (empty: the primary one), or an error listing the outputs.
 Result<std::size_t> output_index(const Model& model, const std::string& name);
 
+// An Embedder for the model, on the ISA named by --isa (empty: the best this CPU runs).
+Result<Embedder> embedder_for(const Model& model, const std::string& isa);
+
 // Runs `compute` into a buffer of `count` elements of `dtype` and returns them as floats (16-bit
 // outputs decoded exactly).
 Result<std::vector<float>> compute_as_floats(OutputDType dtype, std::uint64_t count,
