@@ -1,7 +1,8 @@
 // The roofline kernels, written once and compiled once per ISA (like runtime/kernels/
 // kernel_body.inl, whose loads, conversions and stores these mirror, but written independently so
 // that a change to the library's kernels never moves the yardstick they are measured against).
-// The including unit defines `Traits`: V, kWidth, load_f32/f16/bf16/i8, store_f32/f16/bf16
+// The including unit defines `Traits`: V, kWidth, load_f32/f16/bf16/i8, load_u4 (kWidth 4-bit
+// codes from the low nibble of p[0], or from its high nibble when `odd`), store_f32/f16/bf16
 // (stream or not), fence, prefetch. Everything here has internal linkage.
 
 namespace {
@@ -13,6 +14,7 @@ inline typename Traits::V load(const std::byte* row, std::uint64_t j, typename T
   if constexpr (TD == DType::kF16) return Traits::load_f16(row + 2 * j);
   if constexpr (TD == DType::kBF16) return Traits::load_bf16(row + 2 * j);
   if constexpr (TD == DType::kInt8Rowwise) return Traits::load_i8(row + j) * scale + bias;
+  if constexpr (TD == DType::kInt4Rowwise) return Traits::load_u4(row + j / 2, (j & 1) != 0) * scale + bias;
 }
 
 template <OutputDType OD>
@@ -31,6 +33,9 @@ inline float load_one(const std::byte* row, std::uint64_t j, float scale, float 
     return v;
   } else if constexpr (TD == DType::kInt8Rowwise) {
     return static_cast<float>(static_cast<std::int8_t>(row[j])) * scale + bias;
+  } else if constexpr (TD == DType::kInt4Rowwise) {
+    const auto pair = static_cast<unsigned>(row[j / 2]);
+    return static_cast<float>((j & 1) ? pair >> 4 : pair & 15u) * scale + bias;
   } else {
     std::uint16_t h;
     __builtin_memcpy(&h, row + 2 * j, 2);
@@ -57,6 +62,12 @@ inline void quantization(const std::byte* row, std::uint64_t params_offset, floa
   if constexpr (TD == DType::kInt8Rowwise) {
     __builtin_memcpy(&scale, row + params_offset, 4);
     __builtin_memcpy(&bias, row + params_offset + 4, 4);
+  }
+  if constexpr (TD == DType::kInt4Rowwise) {  // f16 scale and bias
+    std::uint16_t h[2];
+    __builtin_memcpy(h, row + params_offset, 4);
+    scale = f16_to_f32(h[0]);
+    bias = f16_to_f32(h[1]);
   }
 }
 
@@ -93,6 +104,43 @@ void stream_rows(const RowStream& a, std::uint64_t begin, std::uint64_t end) {
   if (stream) Traits::fence();
 }
 
+// acc[0, dim) = row (first) or acc + row, in f32.
+template <DType TD>
+inline void accumulate_row(const std::byte* row, float* acc, std::uint64_t dim, std::uint64_t params_offset, bool first) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  float s, b;
+  quantization<TD>(row, params_offset, s, b);
+  const V vs(s), vb(b);
+  auto* bytes = reinterpret_cast<std::byte*>(acc);
+  const std::uint64_t body_end = dim / W * W;
+  for (std::uint64_t j = 0; j < body_end; j += W) {
+    const V x = load<TD>(row, j, vs, vb);
+    Traits::store_f32(bytes + 4 * j, first ? x : Traits::load_f32(bytes + 4 * j) + x, false);
+  }
+  for (std::uint64_t j = body_end; j < dim; ++j) {
+    const float x = load_one<TD>(row, j, s, b);
+    acc[j] = first ? x : acc[j] + x;
+  }
+}
+
+template <DType TD, OutputDType OD>
+void bag_rows(const BagStream& a, std::uint64_t begin, std::uint64_t end) {
+  const RowStream& r = a.rows;
+  const std::uint64_t out_row = r.dim * out_size(OD);
+  const bool stream = r.stream && Traits::kCanStream && reinterpret_cast<std::uintptr_t>(r.out) % out_size(OD) == 0;
+  const auto count = static_cast<float>(a.bag);
+  for (std::uint64_t b = begin; b < end; ++b) {
+    const std::byte* first = r.table + b * a.bag * r.stride;
+    for (std::uint64_t k = 0; k < a.bag; ++k) accumulate_row<TD>(first + k * r.stride, a.scratch, r.dim, r.params_offset, k == 0);
+    if (a.mean) {
+      for (std::uint64_t j = 0; j < r.dim; ++j) a.scratch[j] /= count;  // as the reference: the sum, then / n
+    }
+    convert_row<DType::kF32, OD>(reinterpret_cast<const std::byte*>(a.scratch), r.out + b * out_row, r.dim, 0, stream);
+  }
+  if (stream) Traits::fence();
+}
+
 template <DType TD, OutputDType OD>
 void decode_limit(const DecodeRow& a) {
   for (std::uint64_t k = 0; k < a.row_bytes; k += 64) Traits::prefetch(a.token + k);
@@ -125,16 +173,22 @@ constexpr std::array<DecodeLimit, 3> decode_for() {
   return {&decode_limit<TD, OutputDType::kF32>, &decode_limit<TD, OutputDType::kBF16>,
           &decode_limit<TD, OutputDType::kF16>};
 }
+template <DType TD>
+constexpr std::array<BagRows, 3> bag_for() {
+  return {&bag_rows<TD, OutputDType::kF32>, &bag_rows<TD, OutputDType::kBF16>, &bag_rows<TD, OutputDType::kF16>};
+}
+
+// Rows in the order of kRooflineDTypes.
+#define EMBEDRT_ROOFLINE_ROWS(make)                                                                             \
+  {{make<DType::kF32>()[0], make<DType::kF32>()[1], make<DType::kF32>()[2]},                                    \
+   {make<DType::kF16>()[0], make<DType::kF16>()[1], make<DType::kF16>()[2]},                                    \
+   {make<DType::kBF16>()[0], make<DType::kBF16>()[1], make<DType::kBF16>()[2]},                                 \
+   {make<DType::kInt8Rowwise>()[0], make<DType::kInt8Rowwise>()[1], make<DType::kInt8Rowwise>()[2]},            \
+   {make<DType::kInt4Rowwise>()[0], make<DType::kInt4Rowwise>()[1], make<DType::kInt4Rowwise>()[2]}}
 
 }  // namespace
 
-const RooflineKernels kRoofline = {
-    {{stream_for<DType::kF32>()[0], stream_for<DType::kF32>()[1], stream_for<DType::kF32>()[2]},
-     {stream_for<DType::kF16>()[0], stream_for<DType::kF16>()[1], stream_for<DType::kF16>()[2]},
-     {stream_for<DType::kBF16>()[0], stream_for<DType::kBF16>()[1], stream_for<DType::kBF16>()[2]},
-     {stream_for<DType::kInt8Rowwise>()[0], stream_for<DType::kInt8Rowwise>()[1], stream_for<DType::kInt8Rowwise>()[2]}},
-    {{decode_for<DType::kF32>()[0], decode_for<DType::kF32>()[1], decode_for<DType::kF32>()[2]},
-     {decode_for<DType::kF16>()[0], decode_for<DType::kF16>()[1], decode_for<DType::kF16>()[2]},
-     {decode_for<DType::kBF16>()[0], decode_for<DType::kBF16>()[1], decode_for<DType::kBF16>()[2]},
-     {decode_for<DType::kInt8Rowwise>()[0], decode_for<DType::kInt8Rowwise>()[1], decode_for<DType::kInt8Rowwise>()[2]}},
-};
+const RooflineKernels kRoofline = {EMBEDRT_ROOFLINE_ROWS(stream_for), EMBEDRT_ROOFLINE_ROWS(decode_for),
+                                   EMBEDRT_ROOFLINE_ROWS(bag_for)};
+
+#undef EMBEDRT_ROOFLINE_ROWS
