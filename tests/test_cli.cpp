@@ -294,6 +294,7 @@ TEST_CASE("bench: several outputs in one call, bags, and cold decode with and wi
   doc = nlohmann::json::parse(r.out);
   CHECK(doc["mode"] == "decode_cold");
   CHECK(doc["prefetched_ns"]["p50"].get<double>() > 0);
+  CHECK(doc["rows_cold_ns"]["p50"].get<double>() > 0);
   CHECK(doc["prefetch_call_ns"]["p50"].get<double>() > 0);
   CHECK(doc["limit_ns"]["p50"].get<double>() > 0);
 
