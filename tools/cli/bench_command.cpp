@@ -787,7 +787,9 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--out-sets", args->out_sets, "output buffers rotated between calls (default 1)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1024}));
   cmd->add_option("--output", args->outputs,
-                  "an output to compute, by name (repeatable; default: every output of the model, in one call)");
+                  "an output to compute, by name (repeatable; default: every output of the model, in one call)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--bag", args->bag,
                   "pool bags of N ids (Embedder::pool) instead of a gather: each sequence split into --seq / N bags")
       ->check(CLI::Range(std::uint64_t{1}, kMaxTokens));
@@ -803,8 +805,9 @@ Runner add_bench_command(CLI::App& app) {
                 "cold single-token decode: the row and output evicted (clflush) before each call, beside the "
                 "physical limit (the row's lines prefetched at once, then the add)");
   cmd->add_option("--prefetch-ahead", args->prefetch_ahead_us,
-                  "--evict: also time the call after Embedder::prefetch of its id and this many microseconds of other "
-                  "work (a decode loop that knows its next token early), interleaved with the cold calls")
+                  "--evict: also an A/B of Embedder::prefetch, interleaved with the cold calls: the rows evicted (the "
+                  "output kept, as a decode loop's buffer), this many microseconds of other work, then the call; and the "
+                  "same with the id prefetched before the other work (a decode loop that knows its next token early)")
       ->check(CLI::Range(0.0, 1e6));
   return [args]() { return run(*args); };
 }
