@@ -1,6 +1,7 @@
 // AVX2 + FMA + F16C build of the roofline kernels (the avx2 row of runtime/kernels/isa_table.def).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <xsimd/xsimd.hpp>
 

@@ -1,6 +1,7 @@
 // AVX-512 build of the roofline kernels (the -m flags of runtime/kernels/isa_table.def's avx512 row).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <xsimd/xsimd.hpp>
 

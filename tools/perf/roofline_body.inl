@@ -104,23 +104,45 @@ void stream_rows(const RowStream& a, std::uint64_t begin, std::uint64_t end) {
   if (stream) Traits::fence();
 }
 
-// acc[0, dim) = row (first) or acc + row, in f32.
+// A bag pooled in registers, a block of up to kBagBlock vectors of columns at a time over all its
+// rows (so a register, not memory, carries each sum from row to row), into the f32 row `pooled`:
+// every element 0 + row 0 + row 1 + ... in row order, then / n for a mean, as the reference.
+// Rows are read in order within each block; a bag's rows stay in L2 between blocks, so memory
+// sees each row once.
+constexpr std::uint64_t kBagBlock = 8;
+
 template <DType TD>
-inline void accumulate_row(const std::byte* row, float* acc, std::uint64_t dim, std::uint64_t params_offset, bool first) {
+inline void pool_bag(const std::byte* first, const RowStream& r, std::uint64_t count, bool mean, float* pooled) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
-  float s, b;
-  quantization<TD>(row, params_offset, s, b);
-  const V vs(s), vb(b);
-  auto* bytes = reinterpret_cast<std::byte*>(acc);
-  const std::uint64_t body_end = dim / W * W;
-  for (std::uint64_t j = 0; j < body_end; j += W) {
-    const V x = load<TD>(row, j, vs, vb);
-    Traits::store_f32(bytes + 4 * j, first ? x : Traits::load_f32(bytes + 4 * j) + x, false);
+  const std::uint64_t body_end = r.dim / W * W;
+  auto* bytes = reinterpret_cast<std::byte*>(pooled);
+  for (std::uint64_t j = 0; j < body_end; j += kBagBlock * W) {
+    const std::uint64_t vectors = std::min<std::uint64_t>(kBagBlock, (body_end - j) / W);
+    V acc[kBagBlock];
+    for (std::uint64_t v = 0; v < kBagBlock; ++v) acc[v] = V(0.0f);
+    for (std::uint64_t k = 0; k < count; ++k) {
+      const std::byte* row = first + k * r.stride;
+      float s, b;
+      quantization<TD>(row, r.params_offset, s, b);
+      const V vs(s), vb(b);
+      for (std::uint64_t v = 0; v < kBagBlock; ++v) {
+        if (v < vectors) acc[v] = acc[v] + load<TD>(row, j + v * W, vs, vb);
+      }
+    }
+    for (std::uint64_t v = 0; v < vectors; ++v) {
+      Traits::store_f32(bytes + 4 * (j + v * W), mean ? acc[v] / V(static_cast<float>(count)) : acc[v], false);
+    }
   }
-  for (std::uint64_t j = body_end; j < dim; ++j) {
-    const float x = load_one<TD>(row, j, s, b);
-    acc[j] = first ? x : acc[j] + x;
+  for (std::uint64_t j = body_end; j < r.dim; ++j) {
+    float acc = 0.0f;
+    for (std::uint64_t k = 0; k < count; ++k) {
+      const std::byte* row = first + k * r.stride;
+      float s, b;
+      quantization<TD>(row, r.params_offset, s, b);
+      acc = acc + load_one<TD>(row, j, s, b);
+    }
+    pooled[j] = mean ? acc / static_cast<float>(count) : acc;
   }
 }
 
@@ -129,13 +151,8 @@ void bag_rows(const BagStream& a, std::uint64_t begin, std::uint64_t end) {
   const RowStream& r = a.rows;
   const std::uint64_t out_row = r.dim * out_size(OD);
   const bool stream = r.stream && Traits::kCanStream && reinterpret_cast<std::uintptr_t>(r.out) % out_size(OD) == 0;
-  const auto count = static_cast<float>(a.bag);
   for (std::uint64_t b = begin; b < end; ++b) {
-    const std::byte* first = r.table + b * a.bag * r.stride;
-    for (std::uint64_t k = 0; k < a.bag; ++k) accumulate_row<TD>(first + k * r.stride, a.scratch, r.dim, r.params_offset, k == 0);
-    if (a.mean) {
-      for (std::uint64_t j = 0; j < r.dim; ++j) a.scratch[j] /= count;  // as the reference: the sum, then / n
-    }
+    pool_bag<TD>(r.table + b * a.bag * r.stride, r, a.bag, a.mean, a.scratch);
     convert_row<DType::kF32, OD>(reinterpret_cast<const std::byte*>(a.scratch), r.out + b * out_row, r.dim, 0, stream);
   }
   if (stream) Traits::fence();

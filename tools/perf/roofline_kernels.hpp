@@ -26,9 +26,9 @@ struct RowStream {
 using StreamRows = void (*)(const RowStream& args, std::uint64_t begin, std::uint64_t end);
 
 // Bags [begin, end) of `bag` consecutive table rows each: row b of `out` = the rows
-// [b * bag, (b + 1) * bag) converted and summed in f32 (times 1 / bag for a mean), then converted
-// to the output dtype: the bytes a bag of `bag` ids moves (its rows in, one pooled row out),
-// without the gather. `scratch` holds `dim` floats for the calling thread.
+// [b * bag, (b + 1) * bag) converted and summed in f32 registers (then / bag for a mean),
+// converted to the output dtype: the bytes a bag of `bag` ids moves (its rows in, one pooled row
+// out), without the gather. `scratch` holds `dim` floats for the calling thread.
 struct BagStream {
   RowStream rows;
   std::uint64_t bag = 1;

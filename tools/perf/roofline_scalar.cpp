@@ -1,4 +1,5 @@
 // Portable build of the roofline kernels (baseline flags).
+#include <algorithm>
 #include <array>
 #include <cstring>
 

@@ -1,5 +1,6 @@
 // SSE4.2 build of the roofline kernels (the sse4.2 row of runtime/kernels/isa_table.def): element
 // by element, vectorized by the compiler if at all. Measured rooflines here use the avx2/avx512 builds.
+#include <algorithm>
 #include <array>
 #include <cstring>
 
