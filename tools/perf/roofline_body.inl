@@ -104,21 +104,23 @@ void stream_rows(const RowStream& a, std::uint64_t begin, std::uint64_t end) {
   if (stream) Traits::fence();
 }
 
-// A bag pooled in registers, a block of up to kBagBlock vectors of columns at a time over all its
-// rows (so a register, not memory, carries each sum from row to row), into the f32 row `pooled`:
-// every element 0 + row 0 + row 1 + ... in row order, then / n for a mean, as the reference.
-// Rows are read in order within each block; a bag's rows stay in L2 between blocks, so memory
-// sees each row once.
-constexpr std::uint64_t kBagBlock = 8;
+// A bag pooled into the f32 row `pooled`: every element 0 + row 0 + row 1 + ... in row order,
+// then / n for a mean, as the reference. Rows are read whole and in order, each once. A row
+// that fits in the accumulator registers (kBagBlock vectors) is summed there, so no sum waits
+// on a store and reload from row to row; a wider row is added into `pooled` (in L1) row after
+// row, which keeps each row's read sequential (summing a block of columns over all the rows
+// first would read every row in strided pieces).
+constexpr std::uint64_t kBagBlock = Traits::kWidth == 16 ? 16 : 8;  // of the 32 / 16 vector registers
 
 template <DType TD>
 inline void pool_bag(const std::byte* first, const RowStream& r, std::uint64_t count, bool mean, float* pooled) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t body_end = r.dim / W * W;
+  const std::uint64_t vectors = body_end / W;
   auto* bytes = reinterpret_cast<std::byte*>(pooled);
-  for (std::uint64_t j = 0; j < body_end; j += kBagBlock * W) {
-    const std::uint64_t vectors = std::min<std::uint64_t>(kBagBlock, (body_end - j) / W);
+  const V n(static_cast<float>(count));
+  if (vectors <= kBagBlock) {
     V acc[kBagBlock];
     for (std::uint64_t v = 0; v < kBagBlock; ++v) acc[v] = V(0.0f);
     for (std::uint64_t k = 0; k < count; ++k) {
@@ -127,11 +129,23 @@ inline void pool_bag(const std::byte* first, const RowStream& r, std::uint64_t c
       quantization<TD>(row, r.params_offset, s, b);
       const V vs(s), vb(b);
       for (std::uint64_t v = 0; v < kBagBlock; ++v) {
-        if (v < vectors) acc[v] = acc[v] + load<TD>(row, j + v * W, vs, vb);
+        if (v < vectors) acc[v] = acc[v] + load<TD>(row, v * W, vs, vb);
       }
     }
-    for (std::uint64_t v = 0; v < vectors; ++v) {
-      Traits::store_f32(bytes + 4 * (j + v * W), mean ? acc[v] / V(static_cast<float>(count)) : acc[v], false);
+    for (std::uint64_t v = 0; v < vectors; ++v) Traits::store_f32(bytes + 4 * v * W, mean ? acc[v] / n : acc[v], false);
+  } else {
+    for (std::uint64_t j = 0; j < body_end; j += W) Traits::store_f32(bytes + 4 * j, V(0.0f), false);
+    for (std::uint64_t k = 0; k < count; ++k) {
+      const std::byte* row = first + k * r.stride;
+      float s, b;
+      quantization<TD>(row, r.params_offset, s, b);
+      const V vs(s), vb(b);
+      for (std::uint64_t j = 0; j < body_end; j += W) {
+        Traits::store_f32(bytes + 4 * j, Traits::load_f32(bytes + 4 * j) + load<TD>(row, j, vs, vb), false);
+      }
+    }
+    if (mean) {
+      for (std::uint64_t j = 0; j < body_end; j += W) Traits::store_f32(bytes + 4 * j, Traits::load_f32(bytes + 4 * j) / n, false);
     }
   }
   for (std::uint64_t j = body_end; j < r.dim; ++j) {
