@@ -8,6 +8,12 @@ which run FBGEMM's gather kernels; ONNX Runtime's Gather + Add and its fused
 --roofline`) streams exactly the bytes the case moves, in order, over buffers 4x the last-level
 cache: no gather of those rows can beat it.
 
+Groups beyond the gathers: `gemma3n` (issue 13: Gemma 3n E2B and E4B's two tables at full size,
+both outputs in one call, against torch doing the same two lookups, and a cold per-layer row with
+and without Embedder::prefetch), `bags` (issue 15: pooled bags against torch's embedding_bag,
+FBGEMM's int8 bag and model2vec's numpy pooling, beside the bag roofline), and an int4 table in
+the gpt2 group (issue 12.5). `--name` writes a partial run beside the full one (e.g. bags.md).
+
 Every case runs R rounds; in each round every contender of the case takes one sample (the median
 tokens/s of calls over --seconds), so the shared machine's noise hits all alike; the report gives
 medians of the R samples and ratios between medians. Ids rotate through 8 random sets; output
@@ -63,7 +69,11 @@ def draw(json_path, png_path):
 # Contenders drawn besides embedrt, in this order (also the report's peers).
 PLOTTED = ("torch tutorial", "torch best", "torch bf16 tutorial", "torch bf16 best", "torch embedding_bag (FBGEMM)",
            "torch int8 rowwise bag (FBGEMM)", "torch BERT module", "ONNX Runtime Gather+Add",
-           "ONNX Runtime EmbedLayerNormalization")
+           "ONNX Runtime EmbedLayerNormalization", "torch 2 lookups tutorial", "torch 2 lookups best",
+           "torch embedding_bag sum", "torch embedding_bag mean", "torch embedding_bag f16 sum",
+           "torch int8 rowwise bag sum (FBGEMM)", "model2vec pooling (numpy)")
+# Contenders of a case that are embedrt in another mode (bags: mean and normalized), not peers.
+EMBEDRT_VARIANTS = ("embedrt mean, normalized",)
 
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--plot":  # plot() with another Python
     draw(sys.argv[2], sys.argv[3])
@@ -74,8 +84,9 @@ parser.add_argument("cli", help="the embedrt binary")
 parser.add_argument("--rounds", type=int, default=5)
 parser.add_argument("--seconds", type=float, default=0.3, help="time per sample")
 parser.add_argument("--threads", default=None, help="comma-separated thread counts (default: 1 and every core)")
-parser.add_argument("--groups", default="gpt2,bert,llama,gemma,small,cached,decode,residency",
-                    help="which groups of cases to run")
+parser.add_argument("--groups", default="gpt2,bert,llama,gemma,small,cached,decode,residency,gemma3n,bags",
+                    help="which groups of cases to run (gemma3n: both variants, or gemma3n-e2b / gemma3n-e4b)")
+parser.add_argument("--name", default="compare", help="the report's file names: NAME.md, NAME.json, NAME.png")
 parser.add_argument("--quick", action="store_true", help="GPT-2 and decode only, 3 rounds")
 parser.add_argument("--smoke", action="store_true",
                     help="embedrt only (no torch or ONNX Runtime), tiny shapes, one short round: checks the script")
@@ -95,7 +106,7 @@ if args.quick:
     args.groups, args.rounds = "gpt2,decode", min(args.rounds, 3)
 if args.smoke:
     args.rounds, args.seconds = 1, 0.02
-GROUPS = args.groups.split(",")
+GROUPS = [g for group in args.groups.split(",") for g in (("gemma3n-e2b", "gemma3n-e4b") if group == "gemma3n" else (group,))]
 CORES = os.cpu_count()
 THREADS = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, CORES})
 if args.clock == "cpu":
@@ -126,9 +137,9 @@ def bench(*extra):
 class Model:
     """A generated model (`embedrt bench --synthetic`), written once into the work folder."""
 
-    def __init__(self, name, vocab, dim, dtype, positions=0, segments=0, layer_norm=False, token_scale=1.0):
+    def __init__(self, name, vocab, dim, dtype, positions=0, segments=0, layer_norm=False, token_scale=1.0, shape_flags=None):
         self.path = os.path.join(WORK, name + ".embt")
-        self.flags = ["--synthetic", f"{vocab}x{dim}", "--dtype", dtype, "--synthetic-file", self.path]
+        self.flags = (shape_flags or ["--synthetic", f"{vocab}x{dim}", "--dtype", dtype]) + ["--synthetic-file", self.path]
         if positions:
             self.flags += ["--positions", positions]
         if segments:
@@ -169,10 +180,12 @@ def embedrt_sampler(key, model, batch, seq, threads, out, out_sets, *extra, resi
     return sample
 
 
-def roofline_sampler(key, dtype, dim, tokens, threads, out, out_sets):
+def roofline_sampler(key, dtype, dim, tokens, threads, out, out_sets, *extra, shape_flags=None):
+    shape = shape_flags or ["--synthetic", f"1x{dim}", "--dtype", dtype]
+
     def sample():
-        doc = bench("--synthetic", f"1x{dim}", "--dtype", dtype, "--roofline", "--batch", 1, "--seq", tokens,
-                    "--threads", threads, "--out-dtype", out, "--out-sets", out_sets, "--seconds", args.seconds)
+        doc = bench(*shape, "--roofline", "--batch", 1, "--seq", tokens,
+                    "--threads", threads, "--out-dtype", out, "--out-sets", out_sets, "--seconds", args.seconds, *extra)
         LAST[key] = doc
         return doc[RATE]
     return sample
@@ -295,9 +308,9 @@ OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 class Case:
     """One row of the report: a shape, dtypes, tokens per call and threads, with its contenders."""
 
-    def __init__(self, group, title, threads, tokens, dim, table, out, cached=False):
+    def __init__(self, group, title, threads, tokens, dim, table, out, cached=False, bag=1):
         self.group, self.title, self.threads, self.tokens, self.dim = group, title, threads, tokens, dim
-        self.table, self.out, self.cached = table, out, cached
+        self.table, self.out, self.cached, self.bag = table, out, cached, bag
         self.key = f"{title} | {threads}t"
         self.contenders = {}  # name -> sample function
         self.samples = {}
@@ -306,14 +319,14 @@ class Case:
         """Output buffers to rotate: together 4x the LLC, unless the case is the cache-resident kind."""
         if self.cached:
             return 1
-        return min(1024, max(1, math.ceil(4 * LLC / (self.tokens * self.dim * OUT_BYTES[self.out]))))
+        return min(1024, max(1, math.ceil(4 * LLC / (self.tokens // self.bag * self.dim * OUT_BYTES[self.out]))))
 
 
 def gpt2_group(threads_list):
     B, L, V, D = 8, 1024, 50257, 768
     if args.smoke:
         B, L, V, D = 2, 64, 5000, 64
-    models = {d: Model(f"gpt2-{d}", V, D, d, positions=1024) for d in ("f32", "bf16", "f16", "int8")}
+    models = {d: Model(f"gpt2-{d}", V, D, d, positions=1024) for d in ("f32", "bf16", "f16", "int8", "int4")}
     cases = []
     if not args.smoke:
         W = torch.randn(V, D) * 0.02
@@ -323,7 +336,8 @@ def gpt2_group(threads_list):
         tok, pos = torch.nn.Embedding.from_pretrained(W), torch.nn.Embedding.from_pretrained(P)
         onnx_model = gather_add_model(W.numpy(), P[:L].numpy())
     for t in threads_list:
-        for table, out in (("f32", "f32"), ("bf16", "f32"), ("f16", "f32"), ("int8", "f32"), ("f32", "bf16"), ("bf16", "bf16")):
+        for table, out in (("f32", "f32"), ("bf16", "f32"), ("f16", "f32"), ("int8", "f32"), ("int4", "f32"), ("f32", "bf16"),
+                           ("bf16", "bf16")):
             c = Case("gpt2", f"GPT-2 {V}x{D}, {B}x{L}, {table} -> {out}", t, B * L, D, table, out)
             c.contenders["embedrt"] = embedrt_sampler(c.key, models[table], B, L, t, out, c.out_sets())
             c.contenders["roofline"] = roofline_sampler(c.key + " roofline", table, D, B * L, t, out, c.out_sets())
@@ -607,6 +621,201 @@ def residency_group():
 
 
 # ---------------------------------------------------------------------------------------------
+# Gemma 3n (issue 13): two tables, two outputs, one call
+
+GEMMA3N = {"e2b": (2048, 30), "e4b": (2560, 35)}  # hidden, layers (x 256 per-layer values)
+
+
+def bf16_round(x):
+    return float(torch.tensor(x, dtype=torch.bfloat16)) if "torch" in globals() else x
+
+
+def gemma3n_group(threads_list, variant):
+    """Prefill (1x512) and decode of inputs_embeds and per_layer_inputs together, at full size
+    (262400 x hidden and 262144 x layers*256, bf16, random): embedrt's one call against torch doing
+    transformers' two lookups (index_select into preallocated outputs, the bf16 scale multiply,
+    ids outside the per-layer table mapped to 0) and the roofline of both rows in and both outputs
+    out; and a cold per-layer row (15-17.5 KiB) with and without Embedder::prefetch 2 us ahead."""
+    H, layers = GEMMA3N[variant]
+    V, VP, PD = 262400, 262144, layers * 256
+    name = f"Gemma 3n {variant.upper()}"
+    per_layer = "per_layer_inputs"
+    if args.smoke:  # the same two-output shape, small: --second-output stands in for the per-layer table
+        H, V, VP, PD, per_layer = 64, 2624, 2621, 96, "second"
+        shape = ["--synthetic", f"{V}x{H}", "--dtype", "bf16", "--second-output", f"{VP}x{PD}", "--token-scale", 8]
+    else:
+        shape = ["--synthetic-gemma3n", variant]
+    model = Model(f"gemma3n-{variant}", V, H + PD, "bf16", shape_flags=shape)
+    B, L = 1, 512
+    cases, decode = [], {}
+    if not args.smoke:
+        Wt = torch.empty(V, H, dtype=torch.bfloat16).normal_(0, 0.02)
+        Wp = torch.empty(VP, PD, dtype=torch.bfloat16).normal_(0, 0.02)
+        st = torch.tensor(bf16_round(math.sqrt(H)), dtype=torch.bfloat16)
+        sp = torch.tensor(bf16_round(math.sqrt(256)), dtype=torch.bfloat16)
+        tok = torch.nn.Embedding.from_pretrained(Wt)
+        plt_emb = torch.nn.Embedding.from_pretrained(Wp)
+
+        def per_layer_ids(ids):  # transformers' Gemma3nTextModel.get_per_layer_inputs
+            inside = torch.logical_and(ids >= 0, ids < VP)
+            return torch.where(inside, ids, torch.zeros_like(ids))
+
+        def two_lookups(ids, outs):
+            ids = ids.view(-1)
+            buf_t, buf_p = outs
+            torch.index_select(Wt, 0, ids, out=buf_t)
+            buf_t.mul_(st)
+            torch.index_select(Wp, 0, per_layer_ids(ids), out=buf_p)
+            buf_p.mul_(sp)
+
+        def tutorial(ids):
+            return tok(ids) * st, (plt_emb(per_layer_ids(ids)) * sp).reshape(*ids.shape, layers, 256)
+
+    for t in threads_list:
+        c = Case("gemma3n", f"{name} {V}x{H} + {VP}x{PD}, {B}x{L}, bf16 -> bf16, both outputs", t, B * L, H + PD,
+                 "bf16", "bf16")
+        c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "bf16", c.out_sets())
+        c.contenders["roofline"] = roofline_sampler(c.key + " roofline", "bf16", H, B * L, t, "bf16", c.out_sets(),
+                                                    shape_flags=shape)
+        if not args.smoke:
+            ids = id_sets(V, (B, L))
+            outs = Rotation([(torch.empty(B * L, H, dtype=torch.bfloat16), torch.empty(B * L, PD, dtype=torch.bfloat16))
+                             for _ in range(c.out_sets())])
+            c.contenders["torch 2 lookups tutorial"] = torch_sampler(lambda ids=ids: tutorial(ids()), B * L, t)
+            c.contenders["torch 2 lookups best"] = torch_sampler(lambda ids=ids, outs=outs: two_lookups(ids(), outs()), B * L, t)
+        cases.append(c)
+
+    # Decode: one token, both outputs, random ids over the whole tables (DRAM and TLB misses).
+    key = f"{name} decode"
+
+    def embedrt_decode():
+        doc = bench(*model.flags, "--batch", 1, "--seq", 1, "--threads", 1, "--seconds", args.seconds, "--out-dtype", "bf16",
+                    "--id-sets", 65536)
+        LAST[key] = doc
+        return doc[LATENCY]["p50"] * 1e9
+
+    row = f"{name}: 1 token, both outputs, random ids (populate)"
+    decode[row] = {"embedrt": embedrt_decode}
+    if not args.smoke:
+        rids = Rotation([torch.randint(0, V, (1,)) for _ in range(65536)])
+        one = (torch.empty(1, H, dtype=torch.bfloat16), torch.empty(1, PD, dtype=torch.bfloat16))
+
+        def torch_decode():
+            torch.set_num_threads(1)
+            with torch.inference_mode():
+                return 1e9 / timed(lambda: two_lookups(rids(), one), 1, wall=True)
+
+        decode[row]["torch 2 lookups best"] = torch_decode
+
+    # Cold per-layer row: evicted before every call; with Embedder::prefetch 2 or 10 us before the call.
+    for ahead in (2, 10):
+        cold_key = f"{name} cold {ahead}"
+
+        def cold(cold_key=cold_key, ahead=ahead):
+            doc = bench(*model.flags, "--batch", 1, "--seq", 1, "--threads", 1, "--seconds", args.seconds, "--out-dtype", "bf16",
+                        "--output", per_layer, "--evict", "--prefetch-ahead", ahead)
+            LAST[cold_key] = doc
+            return doc["embedrt_ns"]["p50"]
+
+        crow = f"{name}: cold per-layer row ({PD * 2 / 1024:.1f} KiB); prefetch {ahead} us ahead"
+        decode[crow] = {"embedrt, row and output evicted": cold,
+                        "physical limit (row and output evicted)": lambda k=cold_key: LAST[k]["limit_ns"]["p50"],
+                        "embedrt, row evicted, output cached": lambda k=cold_key: LAST[k]["rows_cold_ns"]["p50"],
+                        "embedrt, row evicted, output cached, p99": lambda k=cold_key: LAST[k]["rows_cold_ns"]["p99"],
+                        f"embedrt, prefetched {ahead} us ahead": lambda k=cold_key: LAST[k]["prefetched_ns"]["p50"],
+                        f"embedrt, prefetched {ahead} us ahead, p99": lambda k=cold_key: LAST[k]["prefetched_ns"]["p99"],
+                        "the prefetch call itself": lambda k=cold_key: LAST[k]["prefetch_call_ns"]["p50"]}
+    return cases, decode, [model]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bags (issue 15): pooled rows, one vector per bag
+
+
+def table_rows(dtype, D, times):
+    """Rows for a table `times` x the LLC in the file's row stride (rows padded to 64 bytes)."""
+    def up(n, k):
+        return -(-n // k) * k
+    payload = {"f32": 4 * D, "f16": 2 * D, "bf16": 2 * D, "int8": up(D, 4) + 8, "int4": up(up(D, 2) // 2, 4) + 4}[dtype]
+    stride = up(payload, 64)
+    return math.ceil(times * LLC / stride)
+
+
+def model2vec_pooler(W):
+    """model2vec's StaticModel with its tokenizer left out: `tokenize` hands back the bag's ids, so
+    `_encode_batch` (what `encode` runs per batch after tokenizing) does what it does for a model
+    without token mapping or weights: the ids to an array per length bucket, the rows gathered,
+    their mean, then the L2 normalization (its default config normalizes)."""
+    from model2vec import StaticModel
+    m = object.__new__(StaticModel)
+    m.embedding, m.weights, m.token_mapping = W, None, None
+    return m
+
+
+BAG_SIZES, BAG_DIMS, BAG_DTYPES = (8, 32, 128), (64, 256, 768), ("f32", "f16", "int8")
+
+
+def bags_group(threads_list):
+    """Equal bags of 8, 32 and 128 ids (8192 ids a call) from tables 4x the LLC, dims 64, 256, 768,
+    f32 / f16 / int8 tables, f32 output: embedrt's pool (sum; mean + normalize for model2vec's
+    rule), torch's F.embedding_bag (sum, mean; f16), FBGEMM's int8 rowwise bag, model2vec's numpy
+    pooling, and the bag roofline (every row read in order, one pooled row written per bag)."""
+    B, L = 8, 1024
+    sizes, dims, dtypes = BAG_SIZES, BAG_DIMS, BAG_DTYPES
+    if args.smoke:
+        B, L, sizes, dims = 2, 64, (8, 32), (64,)
+    cases, models = [], []
+    for D in dims:
+        for dtype in dtypes:
+            V = table_rows(dtype, D, 4) if not args.smoke else 3000
+            model = Model(f"bags-{dtype}-{D}", V, D, dtype)
+            models.append(model)
+            if not args.smoke:
+                W = torch.empty(V, D).normal_(0, 0.05)
+                W8 = torch.ops.quantized.embedding_bag_byte_prepack(W) if dtype == "int8" else None
+                Wh = W.half() if dtype == "f16" else None
+                pooler = model2vec_pooler(W.numpy() if dtype == "f32" else Wh.numpy()) if dtype != "int8" else None
+                if dtype == "int8":
+                    W = None  # only the packed table stays
+            for N in sizes:
+                for t in threads_list:
+                    bags = B * L // N
+                    c = Case("bags", f"bags of {N}: {V}x{D} {dtype}, {bags} bags a call, -> f32", t, B * L, D, dtype, "f32", bag=N)
+                    c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", c.out_sets(), "--bag", N, "--pooling", "sum")
+                    c.contenders["roofline"] = roofline_sampler(c.key + " roofline", dtype, D, B * L, t, "f32", c.out_sets(), "--bag", N)
+                    if dtype != "int8":
+                        c.contenders["embedrt mean, normalized"] = embedrt_sampler(
+                            c.key + " mean", model, B, L, t, "f32", c.out_sets(), "--bag", N, "--pooling", "mean", "--normalize")
+                    if not args.smoke:
+                        flat = id_sets(V, (B * L,))
+                        offsets = torch.arange(0, B * L, N)
+                        if dtype == "f32":
+                            c.contenders["torch embedding_bag sum"] = torch_sampler(
+                                lambda flat=flat, W=W, o=offsets: torch.nn.functional.embedding_bag(flat(), W, o, mode="sum"), B * L, t)
+                            c.contenders["torch embedding_bag mean"] = torch_sampler(
+                                lambda flat=flat, W=W, o=offsets: torch.nn.functional.embedding_bag(flat(), W, o, mode="mean"), B * L, t)
+                        if dtype == "f16":
+                            c.contenders["torch embedding_bag f16 sum"] = torch_sampler(
+                                lambda flat=flat, W=Wh, o=offsets: torch.nn.functional.embedding_bag(flat(), W, o, mode="sum"), B * L, t)
+                        if dtype == "int8":
+                            c.contenders["torch int8 rowwise bag sum (FBGEMM)"] = torch_sampler(
+                                lambda flat=flat, W8=W8, o=offsets: torch.ops.quantized.embedding_bag_byte_rowwise_offsets(
+                                    W8, flat(), o, False, 0, False, None, None, False), B * L, t)
+                        if pooler is not None:
+                            lists = Rotation([ids.view(bags, N).tolist() for ids in flat.items])
+                            sentences = [""] * bags
+
+                            def m2v(pooler=pooler, lists=lists, sentences=sentences):
+                                ids = lists()
+                                pooler.tokenize = lambda sentences: ids
+                                return pooler._encode_batch(sentences, True)
+
+                            c.contenders["model2vec pooling (numpy)"] = lambda fn=m2v, n=B * L: timed(fn, n, 1)
+                    cases.append(c)
+    return cases, models
+
+
+# ---------------------------------------------------------------------------------------------
 # Running, interleaved
 
 
@@ -628,12 +837,12 @@ def median(v):
 def write_report(result):
     report = markdown(result)
     print(report)
-    with open(os.path.join(args.out, "compare.md"), "w") as f:
+    with open(os.path.join(args.out, args.name + ".md"), "w") as f:
         f.write(report + "\n")
-    with open(os.path.join(args.out, "compare.json"), "w") as f:
+    with open(os.path.join(args.out, args.name + ".json"), "w") as f:
         json.dump(result, f, indent=1)
     if not args.smoke:
-        plot(os.path.join(args.out, "compare.json"), os.path.join(args.out, "compare.png"))
+        plot(os.path.join(args.out, args.name + ".json"), os.path.join(args.out, args.name + ".png"))
 
 
 def main():
@@ -658,25 +867,40 @@ def main():
     builders = {"gpt2": lambda: gpt2_group(THREADS), "bert": lambda: bert_group(THREADS),
                 "llama": lambda: big_group(THREADS, "Llama-3", 128256, 4096, [("f32", "f32"), ("bf16", "f32"), ("bf16", "bf16")], 4, 512),
                 "gemma": lambda: big_group(THREADS, "Gemma-3", 262144, 5376, [("bf16", "bf16")], 4, 512, token_scale=73.5),
-                "small": lambda: small_group(THREADS), "cached": lambda: cached_group(THREADS)}
+                "small": lambda: small_group(THREADS), "cached": lambda: cached_group(THREADS),
+                "bags": lambda: bags_group(THREADS)}
     cases = rows = None
+
+    def record(cases, samples):
+        for c in cases:
+            emb, roof = LAST[c.key], LAST[c.key + " roofline"]
+            result["cases"].append({
+                "group": c.group, "title": c.title, "threads": c.threads, "tokens": c.tokens, "dim": c.dim,
+                "table": c.table, "out": c.out, "bag": c.bag, "sizes": emb["sizes"], "roofline_sizes": roof["sizes"],
+                "nontemporal_roofline": roof["nontemporal"], "isa": emb["isa"],
+                "bytes_per_token": emb.get("bytes_per_token"), "roofline_bytes_per_token": roof.get("bytes_per_token"),
+                "medians": {k: median(v) for k, v in samples[c.key].items()}, "samples": samples[c.key]})
+
+    def record_decode(rows, samples):
+        for row in rows:
+            s = samples[row]
+            result["decode"][row] = {"medians_ns": {k: median(v) for k, v in s.items()}, "samples_ns": s}
+
     try:
         for group in GROUPS:
             if group in builders:
                 cases, models = builders[group]()
                 samples = run_rounds(group, {c.key: c.contenders for c in cases})
-                for c in cases:
-                    emb, roof = LAST[c.key], LAST[c.key + " roofline"]
-                    result["cases"].append({
-                        "group": c.group, "title": c.title, "threads": c.threads, "tokens": c.tokens, "dim": c.dim,
-                        "table": c.table, "out": c.out, "sizes": emb["sizes"], "roofline_sizes": roof["sizes"],
-                        "nontemporal_roofline": roof["nontemporal"], "isa": emb["isa"],
-                        "medians": {k: median(v) for k, v in samples[c.key].items()}, "samples": samples[c.key]})
+                record(cases, samples)
+            elif group.startswith("gemma3n-") and group[len("gemma3n-"):] in GEMMA3N:
+                cases, rows, models = gemma3n_group(THREADS, group[len("gemma3n-"):])
+                samples = run_rounds(group, {**{c.key: c.contenders for c in cases}, **rows})
+                record(cases, samples)
+                record_decode(rows, samples)
             elif group == "decode":
                 rows, models = decode_group()
                 samples = run_rounds(group, rows)
-                result["decode"] = {row: {"medians_ns": {k: median(v) for k, v in s.items()}, "samples_ns": s}
-                                    for row, s in samples.items()}
+                record_decode(rows, samples)
             elif group == "residency":
                 rows, models = residency_group()
                 samples = run_rounds(group, rows)
@@ -727,7 +951,8 @@ def goals(result):
         r = c["medians"]["embedrt"] / c["medians"][peer]
         rows.append((goal, f"{r:.2f}x", "met" if r >= target else "missed"))
 
-    cases = [c for c in result["cases"] if c["threads"] == top]
+    # Issue 12's gathers (Gemma 3n and bags have their own sections).
+    cases = [c for c in result["cases"] if c["threads"] == top and c["group"] not in ("gemma3n", "bags")]
     if cases:
         below = [c for c in cases if c["medians"]["embedrt"] < 0.9 * c["medians"]["roofline"]]
         worst = min(cases, key=lambda c: c["medians"]["embedrt"] / c["medians"]["roofline"])
@@ -762,6 +987,92 @@ def goals(result):
                      f"{cold['medians_ns']['physical limit']:.0f} ns)", "met" if r <= 1.25 else "missed"))
     return rows
 
+MEAN_PEERS = ("torch embedding_bag mean", "model2vec pooling (numpy)")
+
+
+def matched(c, peer):
+    """The embedrt figure a peer is compared with: mean-pooling peers against embedrt's mean and
+    normalize (when measured), every other peer against the case's embedrt contender."""
+    if peer in MEAN_PEERS and c["medians"].get("embedrt mean, normalized"):
+        return c["medians"]["embedrt mean, normalized"]
+    return c["medians"]["embedrt"]
+
+
+def ratio_text(a, b):
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+def int4_section(result):
+    """Issue 12.5: an int4 table beside the int8 one, same shape, same run."""
+    lines = []
+    for t in sorted({c["threads"] for c in result["cases"]}):
+        by = {c["table"]: c for c in result["cases"] if c["group"] == "gpt2" and c["threads"] == t and c["out"] == "f32"}
+        if "int4" in by and "int8" in by:
+            i4, i8 = by["int4"]["medians"], by["int8"]["medians"]
+            if not lines:
+                lines += ["", "int4 against int8 (GPT-2 shape, f32 output, this run):", "",
+                          "| threads | int4 tokens/s | int8 tokens/s | int4 / int8 | int4 % of its roofline | int8 % of its roofline |",
+                          "|---|---|---|---|---|---|"]
+            lines.append(f"| {t} | {fmt_rate(i4['embedrt'])} | {fmt_rate(i8['embedrt'])} | {i4['embedrt'] / i8['embedrt']:.2f}x | "
+                         f"{100 * i4['embedrt'] / i4['roofline']:.0f}% | {100 * i8['embedrt'] / i8['roofline']:.0f}% |")
+    return lines
+
+
+def gemma3n_section(result):
+    """Issue 13: both outputs in one call against torch's two lookups and the two-table roofline."""
+    cases = [c for c in result["cases"] if c["group"] == "gemma3n"]
+    if not cases:
+        return []
+    lines = ["", "Gemma 3n (issue 13): inputs_embeds and per_layer_inputs of the same tokens in one call, bf16 tables and "
+             "outputs; the roofline streams both tables' rows in and both outputs out (bytes per token in the table):", "",
+             "| case | threads | bytes per token | embedrt tokens/s | % of roofline | torch 2 lookups best | embedrt / torch best | embedrt / torch tutorial |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        m = c["medians"]
+        best, tut = m.get("torch 2 lookups best"), m.get("torch 2 lookups tutorial")
+        lines.append(f"| {c['title']} | {c['threads']} | {c.get('bytes_per_token') or 0:.0f} | {fmt_rate(m['embedrt'])} | "
+                     f"{100 * m['embedrt'] / m['roofline']:.0f}% | {fmt_rate(best)} | "
+                     f"{ratio_text(m['embedrt'], best)} | {ratio_text(m['embedrt'], tut)} |")
+    return lines
+
+
+def bags_section(result):
+    """Issue 15's goals, each met or missed, from this run's medians (all cores)."""
+    top = max(THREADS)
+    cases = [c for c in result["cases"] if c["group"] == "bags" and c["threads"] == top]
+    if not cases:
+        return []
+    rows = []
+    fb = [(c, p) for c in cases for p in ("torch embedding_bag sum", "torch embedding_bag f16 sum",
+                                          "torch int8 rowwise bag sum (FBGEMM)", "torch embedding_bag mean")
+          if c["medians"].get(p)]
+    if fb:
+        worst = min(fb, key=lambda cp: matched(*cp) / cp[0]["medians"][cp[1]])
+        below = [cp for cp in fb if matched(*cp) / cp[0]["medians"][cp[1]] < 1.2]
+        r = matched(*worst) / worst[0]["medians"][worst[1]]
+        rows.append(("bags: >= 1.2x FBGEMM (embedding_bag sum and mean, f16 sum, int8 rowwise bag) at every shape",
+                     f"{len(fb) - len(below)} of {len(fb)} comparisons; lowest {r:.2f}x ({worst[1]}, {worst[0]['title']})",
+                     "met" if not below else "missed"))
+    m2v = [c for c in cases if c["medians"].get("model2vec pooling (numpy)")]
+    if m2v:
+        worst = min(m2v, key=lambda c: matched(c, "model2vec pooling (numpy)") / c["medians"]["model2vec pooling (numpy)"])
+        below = [c for c in m2v if matched(c, "model2vec pooling (numpy)") / c["medians"]["model2vec pooling (numpy)"] < 20]
+        r = matched(worst, "model2vec pooling (numpy)") / worst["medians"]["model2vec pooling (numpy)"]
+        rows.append(("bags: >= 20x model2vec's numpy pooling (mean + normalize)",
+                     f"{len(m2v) - len(below)} of {len(m2v)} cases; lowest {r:.1f}x ({worst['title']})", "met" if not below else "missed"))
+    big = [c for c in cases if c["sizes"]["table_bytes"] > result["meta"]["llc"]["bytes"]]
+    if big:
+        worst = min(big, key=lambda c: c["medians"]["embedrt"] / c["medians"]["roofline"])
+        below = [c for c in big if c["medians"]["embedrt"] < 0.9 * c["medians"]["roofline"]]
+        rows.append(("bags: >= 90% of the bag roofline for tables larger than the LLC",
+                     f"{len(big) - len(below)} of {len(big)} cases; lowest {100 * worst['medians']['embedrt'] / worst['medians']['roofline']:.0f}% ({worst['title']})",
+                     "met" if not below else "missed"))
+    if not rows:
+        return []
+    return ["", f"Against the goals of issue 15 ({top} thread{'s' if top > 1 else ''}, this run):", "",
+            "| goal | measured | |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
+
+
 
 def markdown(result):
     m = result["meta"]
@@ -793,16 +1104,19 @@ def markdown(result):
                          f"{fmt_rate(r)} | {100 * e / r:.0f}% |")
         peer_rows = [(c, p) for c in result["cases"] for p in PEERS if c["medians"].get(p)]
         if peer_rows:
-            lines += ["", "| case | threads | peer | peer tokens/s | embedrt / peer | peer % of roofline |", "|---|---|---|---|---|---|"]
+            lines += ["", "Peers (for bags, tokens/s counts ids pooled; a mean peer is compared with embedrt's mean "
+                      "then L2-normalize, which does more than the peer):", "",
+                      "| case | threads | peer | peer tokens/s | embedrt / peer | peer % of roofline |", "|---|---|---|---|---|---|"]
             for c, p in peer_rows:
                 v = c["medians"][p]
-                lines.append(f"| {c['title']} | {c['threads']} | {p} | {fmt_rate(v)} | {c['medians']['embedrt'] / v:.2f}x | "
+                lines.append(f"| {c['title']} | {c['threads']} | {p} | {fmt_rate(v)} | {matched(c, p) / v:.2f}x | "
                              f"{100 * v / c['medians']['roofline']:.0f}% |")
     if result["decode"]:
         lines += ["", "Single-token decode (1 thread), p50 per call in ns (embedrt: the median over samples of "
                   "calls timed in groups; cold: each call timed alone with the row and output evicted (clflush) "
                   "first, interleaved call by call with the physical limit: the row's lines all prefetched at once, "
-                  "then the add):", "", "| case | contender | p50 ns |", "|---|---|---|"]
+                  "then the add; Gemma 3n's cold per-layer row: the row evicted, the output cached (a decode loop's buffer), 2 or 10 us of other work, then the call, without and with Embedder::prefetch of the id before the other work):", "",
+                  "| case | contender | ns (p50 unless p99 is named) |", "|---|---|---|"]
         for row, d in result["decode"].items():
             for k, v in d["medians_ns"].items():
                 lines.append(f"| {row} | {k} | {v:.0f} |")
@@ -816,6 +1130,7 @@ def markdown(result):
             lines.append(f"| {shape} | {mode} | {1e3 * r['open_seconds']:.1f} ms | {1e3 * r['first_call_seconds']:.1f} ms | "
                          f"{fmt_rate(r['tokens_per_second'])} | {dec} | {mib(r['table_rss'])} | {mib(r['table_huge'])} | "
                          f"{mib(r['process_pss'])} |")
+    lines += int4_section(result) + gemma3n_section(result) + bags_section(result)
     g = goals(result)
     if g:
         n = max(THREADS)

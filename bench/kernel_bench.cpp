@@ -1,4 +1,4 @@
-// Google Benchmark programs for the kernels: every case of issue 12 (GPT-2 in each dtype and bf16
+// Google Benchmark programs for the kernels: every case of issue 12 (GPT-2 in each dtype, int4 too, and bf16
 // output, BERT-base with LayerNorm, Llama-3 and Gemma-3 shapes, small dims over tables 4x the
 // last-level cache), each beside its honest roofline (tools/perf/roofline.hpp: the same bytes
 // streamed in order, same ISA, same threads), plus warm and cold single-token decode beside the
@@ -56,6 +56,7 @@ std::vector<Case> cases() {
   all.push_back({"gpt2/bf16->f32", gpt2(DType::kBF16), OutputDType::kF32, 8, 1024});
   all.push_back({"gpt2/f16->f32", gpt2(DType::kF16), OutputDType::kF32, 8, 1024});
   all.push_back({"gpt2/int8->f32", gpt2(DType::kInt8Rowwise), OutputDType::kF32, 8, 1024});
+  all.push_back({"gpt2/int4->f32", gpt2(DType::kInt4Rowwise), OutputDType::kF32, 8, 1024});
   all.push_back({"gpt2/f32->bf16", gpt2(DType::kF32), OutputDType::kBF16, 8, 1024});
   all.push_back({"gpt2/bf16->bf16", gpt2(DType::kBF16), OutputDType::kBF16, 8, 1024});
   all.push_back({"bert/f32+ln", {30522, 768, DType::kF32, 512, 2, true}, OutputDType::kF32, 8, 512});

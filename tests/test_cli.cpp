@@ -236,11 +236,103 @@ TEST_CASE("bench: sizes against the LLC, the case's roofline, cold decode beside
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("500x16") != std::string::npos);
 
+  // int4 tables: generated, gathered, and their roofline (rows of 32 code bytes + f16 scale and bias).
+  r = run_cli(dir, "bench --synthetic 1000x64 --dtype int4 --batch 2 --seq 8 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["table_dtype"] == "int4");
+  CHECK(doc["bytes_per_token"].get<double>() == 36 + 64 * 4);
+  r = run_cli(dir, "bench --synthetic 1000x64 --dtype int4 --roofline --batch 2 --seq 8 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["table_dtype"] == "int4");
+  CHECK(doc["row_stride"] == 64);
+  CHECK(doc["bytes_per_token"].get<double>() == 36 + 64 * 4);
+  r = run_cli(dir, "bench --synthetic 1000x64 --dtype int32 --seconds 0.01");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("int4") != std::string::npos);
+
   // Usage errors: --evict on more than one token, no model, a model and --synthetic.
   for (const std::string& args : {path + " --batch 2 --seq 1 --evict", std::string(), path + " --synthetic 10x10"}) {
     CAPTURE(args);
     r = run_cli(dir, "bench " + args + " --seconds 0.01");
     CHECK(r.exit_code == 2);
     CHECK_FALSE(r.err.empty());
+  }
+}
+
+TEST_CASE("bench: several outputs in one call, bags, and cold decode with and without prefetch") {
+  TempDir dir;
+  // Two outputs (the second's ids past its 500 rows read row 0, as Gemma 3n's per-layer table):
+  // both rows in and both outputs out per token.
+  Run r = run_cli(dir, "bench --synthetic 1000x64 --second-output 500x96 --batch 2 --seq 4 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["outputs"] == nlohmann::json::array({"embeddings", "second"}));
+  CHECK(doc["bytes_per_token"].get<double>() == (64 + 96) * 4 * 2);
+  CHECK(doc["sizes"]["output_bytes_per_call"] == 8 * (64 + 96) * 4);
+  r = run_cli(dir, "bench --synthetic 1000x64 --second-output 500x96 --output second --out-dtype bf16 --batch 2 --seq 4 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["outputs"] == nlohmann::json::array({"second"}));
+  CHECK(doc["bytes_per_token"].get<double>() == 96 * 4 + 96 * 2);
+  r = run_cli(dir, "bench --synthetic 1000x64 --second-output 500x96 --roofline --batch 2 --seq 4 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["outputs"].size() == 2);
+  CHECK(doc["bytes_per_token"].get<double>() == (64 + 96) * 4 * 2);
+  // Gemma 3n E2B's roofline (no model written): 2048 + 7680 bf16 values in and out per token.
+  r = run_cli(dir, "bench --synthetic-gemma3n e2b --roofline --batch 1 --seq 16 --out-dtype bf16 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["bytes_per_token"].get<double>() == (2048 + 7680) * 2 * 2);
+  CHECK(doc["outputs"][1]["name"] == "per_layer_inputs");
+
+  // Cold decode of both outputs, with the prefetched variant beside it.
+  r = run_cli(dir, "bench --synthetic 1000x64 --second-output 500x96 --batch 1 --seq 1 --evict --prefetch-ahead 1 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["mode"] == "decode_cold");
+  CHECK(doc["prefetched_ns"]["p50"].get<double>() > 0);
+  CHECK(doc["rows_cold_ns"]["p50"].get<double>() > 0);
+  CHECK(doc["prefetch_call_ns"]["p50"].get<double>() > 0);
+  CHECK(doc["limit_ns"]["p50"].get<double>() > 0);
+
+  // Bags: 2 x 8 ids in bags of 4 -> 4 pooled rows a call; the roofline reads every row and writes one per bag.
+  r = run_cli(dir, "bench --synthetic 1000x64 --bag 4 --batch 2 --seq 8 --pooling mean --normalize --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["mode"] == "bags");
+  CHECK(doc["bags_per_call"] == 4);
+  CHECK(doc["pooling"] == "mean");
+  CHECK(doc["normalize"] == true);
+  CHECK(doc["bytes_per_token"].get<double>() == 64 * 4 + 64 * 4 / 4.0);
+  r = run_cli(dir, "bench --synthetic 1000x64 --dtype int8 --bag 4 --batch 2 --seq 8 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(r.out)["pooling"] == "sum");  // no pooling default in the model: sum
+  r = run_cli(dir, "bench --synthetic 1000x64 --bag 4 --roofline --batch 2 --seq 8 --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["bag"] == 4);
+  CHECK(doc["bytes_per_token"].get<double>() == 64 * 4 + 64 * 4 / 4.0);
+
+  // Refusals, each naming what is wrong.
+  const std::pair<std::string, std::string> refused[] = {
+      {"--synthetic 1000x64 --bag 3 --seq 8", "does not divide --seq 8"},
+      {"--synthetic 1000x64 --pooling mean", "give --bag"},
+      {"--synthetic 1000x64 --bag 4 --seq 8 --pooling median", "median"},
+      {"--synthetic 1000x64 --second-output 500x96 --bag 4 --seq 8 --output embeddings --output second", "one --output"},
+      {"--synthetic 1000x64 --output nope", "embeddings"},
+      {"--synthetic 1000x64 --output embeddings --output embeddings", "twice"},
+      {"--synthetic 1000x64 --batch 1 --seq 1 --prefetch-ahead 1", "--evict"},
+      {"--synthetic 1000x64 --second-output 500", "--second-output '500'"},
+      {"--synthetic-gemma3n e3b --roofline", "e3b"},
+      {"--synthetic 10x10 --synthetic-gemma3n e2b", "one of them"},
+  };
+  for (const auto& [args, message] : refused) {
+    CAPTURE(args);
+    r = run_cli(dir, "bench " + args + " --seconds 0.01");
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
   }
 }

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <vector>
 
 #include "embedrt/embedder.hpp"
@@ -20,7 +21,7 @@ using embedrt::test::TempDir;
 
 namespace {
 
-constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise};
+constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise};
 constexpr OutputDType kOutputs[] = {OutputDType::kF32, OutputDType::kBF16, OutputDType::kF16};
 
 Model open_synthetic(const TempDir& dir, const perf::SyntheticSpec& spec) {
@@ -66,7 +67,7 @@ TEST_CASE("roofline streams: the Embedder's bytes for rows 0..n-1, every ISA, dt
             a.table = model.token().bytes.data();
             a.stride = model.token().row_stride;
             a.dim = dim;
-            a.params_offset = int8_params_offset(dim);
+            a.params_offset = row_params_offset(dtype, dim);
             a.out = aligned;
             a.stream = stream;
             const auto kernel = perf::roofline_kernels(isa).get_stream(dtype, out);
@@ -92,11 +93,136 @@ TEST_CASE("decode limit: the Embedder's bytes for one token plus its position ro
         const auto expected = embedded(model, isa, out, {42}, false);
         std::vector<std::byte> got(expected.size());
         perf::roofline_kernels(isa).get_decode(dtype, out)(
-            {model.token().row(42), model.position()->row(0), row_bytes(dtype, 77), 77, int8_params_offset(77), got.data()});
+            {model.token().row(42), model.position()->row(0), row_bytes(dtype, 77), 77, row_params_offset(dtype, 77), got.data()});
         CHECK(got == expected);
       }
     }
   }
+}
+
+TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool pools them, every ISA and dtype") {
+  TempDir dir;
+  for (DType dtype : kDTypes) {
+    for (std::uint64_t dim : {37, 64, 300}) {
+      const Model model = open_synthetic(dir, {48, dim, dtype});
+      std::vector<std::int64_t> ids(48);
+      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);
+      for (Isa isa : supported_isas()) {
+        auto embedder = Embedder::create(model, {.isa = isa});
+        REQUIRE(embedder);
+        for (OutputDType out : {OutputDType::kF32, OutputDType::kBF16}) {
+          for (PoolingMode mode : {PoolingMode::kSum, PoolingMode::kMean}) {
+            for (std::uint64_t bag : {1, 4, 16}) {
+              CAPTURE(dtype_name(dtype));
+              CAPTURE(dim);
+              CAPTURE(isa_name(isa));
+              CAPTURE(output_dtype_name(out));
+              CAPTURE(pooling_mode_name(mode));
+              CAPTURE(bag);
+              const std::uint64_t bags = 48 / bag;
+              std::vector<std::byte> expected(bags * dim * output_element_bytes(out));
+              BagRequest request;
+              request.ids = ids;
+              request.bags = bags;
+              request.mode = mode;
+              REQUIRE(embedder->pool(request, OutputSpan::from_bytes(expected, out).value()));
+              std::vector<std::byte> got(expected.size());
+              std::vector<float> scratch(dim);
+              perf::BagStream a;
+              a.rows.table = model.token().bytes.data();
+              a.rows.stride = model.token().row_stride;
+              a.rows.dim = dim;
+              a.rows.params_offset = row_params_offset(dtype, dim);
+              a.rows.out = got.data();
+              a.bag = bag;
+              a.mean = mode == PoolingMode::kMean;
+              a.scratch = scratch.data();
+              const auto kernel = perf::roofline_kernels(isa).get_bag(dtype, out);
+              REQUIRE((kernel != nullptr));
+              kernel(a, 0, bags / 2);  // in two ranges, as threads split a call
+              kernel(a, bags / 2, bags);
+              CHECK(got == expected);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("roofline kernels: none for an id map's int32") {
+  for (Isa isa : supported_isas()) {
+    CHECK((perf::roofline_kernels(isa).get_stream(DType::kInt32, OutputDType::kF32) == nullptr));
+    CHECK((perf::roofline_kernels(isa).get_bag(DType::kInt32, OutputDType::kF32) == nullptr));
+    CHECK((perf::roofline_kernels(isa).get_decode(DType::kInt4Rowwise, OutputDType::kF16) != nullptr));
+  }
+  perf::StreamCase c;
+  c.table = DType::kInt32;
+  CHECK_THROWS_AS(perf::StreamRoofline(default_isa().value(), c), std::invalid_argument);
+}
+
+TEST_CASE("StreamRoofline with bags: every row in, one row per bag out, counted per call") {
+  perf::StreamCase c;
+  c.table = DType::kInt4Rowwise;
+  c.out = OutputDType::kBF16;
+  c.dim = 256;
+  c.tokens = 4096;
+  c.bag = 32;
+  c.min_table_bytes = 1 << 20;
+  perf::StreamRoofline roofline(default_isa().value(), c);
+  const std::uint64_t row = int4_params_offset(256) + 4;  // 128 bytes of codes, f16 scale and bias
+  CHECK(row_bytes(DType::kInt4Rowwise, 256) == row);
+  CHECK(roofline.output_bytes() == 4096 / 32 * 256 * 2);
+  CHECK(roofline.bytes_per_call() == 4096 * row + 4096 / 32 * 256 * 2);
+  tbb::task_arena arena(2);
+  for (int k = 0; k < 10; ++k) roofline.call(arena);
+  c.tokens = 100;  // not a multiple of the bag
+  CHECK_THROWS_AS(perf::StreamRoofline(default_isa().value(), c), std::invalid_argument);
+}
+
+TEST_CASE("synthetic models with a second output, and Gemma 3n's shapes and scales") {
+  TempDir dir;
+  perf::SyntheticSpec spec{1000, 48, DType::kBF16};
+  spec.extra.vocab = 500;
+  spec.extra.dim = 64;
+  spec.extra.token_scale = 16.0;
+  spec.extra.shape = {2, 32};
+  spec.extra.out_of_range = OutOfRangeIds::kRowZero;
+  const Model model = open_synthetic(dir, spec);
+  REQUIRE(model.outputs().size() == 2);
+  const OutputInfo& second = model.outputs()[1];
+  CHECK(second.name == "per_layer_inputs");
+  CHECK(second.token->rows == 500);
+  CHECK(second.dim() == 64);
+  CHECK(second.rules->token_scale == 16.0);
+  CHECK(second.rules->out_of_range == OutOfRangeIds::kRowZero);
+  CHECK(second.token_shape == std::vector<std::uint64_t>{2, 32});
+  CHECK(model.file().verify());
+  CHECK(perf::matches(model, spec));
+  perf::SyntheticSpec other = spec;
+  other.extra.dim = 32;
+  CHECK_FALSE(perf::matches(model, other));
+  other.extra.vocab = 0;
+  CHECK_FALSE(perf::matches(model, other));
+
+  perf::SyntheticSpec e2b, e4b;
+  REQUIRE(perf::gemma3n_spec("e2b", e2b));
+  REQUIRE(perf::gemma3n_spec("e4b", e4b));
+  CHECK(e2b.vocab == 262400);
+  CHECK(e2b.dim == 2048);
+  CHECK(e2b.dtype == DType::kBF16);
+  CHECK(e2b.token_scale == 45.25);  // sqrt(2048) = 45.254... in bf16
+  CHECK(e2b.extra.vocab == 262144);
+  CHECK(e2b.extra.dim == 30 * 256);
+  CHECK(e2b.extra.token_scale == 16.0);
+  CHECK(e2b.extra.out_of_range == OutOfRangeIds::kRowZero);
+  CHECK(e4b.dim == 2560);
+  CHECK(e4b.token_scale == 50.5);  // sqrt(2560) = 50.596... in bf16
+  CHECK(e4b.extra.dim == 35 * 256);
+  perf::SyntheticSpec bad;
+  const Status refused = perf::gemma3n_spec("e3b", bad);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message().find("e3b") != std::string::npos);
 }
 
 TEST_CASE("StreamRoofline: buffers past the asked size, a call per batch, bytes per token as counted") {

@@ -56,6 +56,13 @@ struct BenchArgs {
   bool cold_file = false;
   std::uint64_t id_sets = 8;
   std::uint64_t out_sets = 1;
+  std::string gemma3n;               // --synthetic-gemma3n e2b|e4b
+  std::string second_output;         // --synthetic: ROWSxWIDTH of a second output's table
+  std::vector<std::string> outputs;  // --output NAME...; empty: every output (a bag: the primary)
+  std::uint64_t bag = 0;             // ids per bag; 0: no bags (a gather)
+  std::string pooling;               // sum, mean or max; empty: the output's default, else sum
+  bool normalize = false;
+  double prefetch_ahead_us = -1;     // --evict: also Embedder::prefetch this long before the call; < 0: off
   // Throughput is measured in the steady state: every page mapped at open, none faulted during
   // the timed calls (--residency mmap shows the lazy cost in the first-call figure).
   OpenOptions open{.residency = Residency::kPopulate};
@@ -178,12 +185,28 @@ Result<bool> use_nontemporal(const std::string& mode, std::uint64_t out_bytes, s
   return Error(ErrorCode::kInvalidArgument, "--nontemporal '" + mode + "': expected auto, always or never");
 }
 
+bool model_is_synthetic(const BenchArgs& args) { return !args.synthetic.empty() || !args.gemma3n.empty(); }
+
 Result<perf::SyntheticSpec> synthetic_spec(const BenchArgs& args) {
   perf::SyntheticSpec spec;
+  if (!args.gemma3n.empty()) {  // the whole shape is Gemma 3n's: no other --synthetic option applies
+    if (Status s = perf::gemma3n_spec(args.gemma3n, spec); !s) return std::move(s).error();
+    return spec;
+  }
   if (Status s = perf::parse_shape(args.synthetic, spec); !s) return std::move(s).error();
+  if (!args.second_output.empty()) {
+    perf::SyntheticSpec second;
+    if (Status s = perf::parse_shape(args.second_output, second); !s) {
+      return Error(ErrorCode::kInvalidArgument, "--second-output '" + args.second_output + "': expected ROWSxWIDTH, e.g. 262144x7680");
+    }
+    spec.extra.name = "second";
+    spec.extra.vocab = second.vocab;
+    spec.extra.dim = second.dim;
+    spec.extra.out_of_range = OutOfRangeIds::kRowZero;
+  }
   const auto dtype = parse_dtype(args.dtype);
-  if (!dtype || *dtype == DType::kInt32 || *dtype == DType::kInt4Rowwise) {
-    return Error(ErrorCode::kInvalidArgument, "--dtype '" + args.dtype + "': expected f32, f16, bf16 or int8");
+  if (!dtype || !is_value_dtype(*dtype)) {
+    return Error(ErrorCode::kInvalidArgument, "--dtype '" + args.dtype + "': expected f32, f16, bf16, int8 or int4");
   }
   spec.dtype = *dtype;
   spec.positions = args.positions;
@@ -193,107 +216,253 @@ Result<perf::SyntheticSpec> synthetic_spec(const BenchArgs& args) {
   return spec;
 }
 
-// --roofline: the case's sequential stream (perf/roofline.hpp) instead of the gather.
-int run_roofline(const BenchArgs& args, DType table, std::uint64_t dim, std::uint64_t stride, OutputDType out,
-                 Isa isa, int threads, const perf::CacheInfo& llc) {
+// One output's table as the roofline streams it.
+struct StreamTable {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::uint64_t dim = 0, stride = 0;
+};
+
+// --roofline: the case's sequential stream (perf/roofline.hpp) instead of the gather: one stream
+// per output asked for, one after the other in each call (every output's rows in and out), or,
+// with --bag, the rows of each bag pooled into one row.
+int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, OutputDType out, Isa isa, int threads,
+                 const perf::CacheInfo& llc) {
   tbb::task_arena arena(threads);
-  perf::StreamCase c;
-  c.table = table;
-  c.out = out;
-  c.dim = dim;
-  c.stride = stride;
-  c.tokens = args.batch * args.seq;
-  c.out_sets = args.out_sets;
-  c.min_table_bytes = 4 * llc.bytes;
-  const std::uint64_t out_call = c.tokens * dim * output_element_bytes(out);
-  auto stream = use_nontemporal(args.nontemporal, out_call, llc.bytes);
-  if (!stream) return report(stream.error());
-  c.stream = *stream;
-  perf::StreamRoofline roofline(isa, c);
-  for (int i = 0; i < 3; ++i) roofline.call(arena);
+  const std::uint64_t tokens = args.batch * args.seq;
+  std::vector<std::unique_ptr<perf::StreamRoofline>> streams;
+  json outputs = json::array();
+  std::uint64_t table_bytes = 0, out_call = 0, bytes_per_call = 0;
+  bool nontemporal = false;
+  for (const StreamTable& t : tables) {
+    perf::StreamCase c;
+    c.table = t.dtype;
+    c.out = out;
+    c.dim = t.dim;
+    c.stride = t.stride;
+    c.tokens = tokens;
+    c.out_sets = args.out_sets;
+    c.min_table_bytes = 4 * llc.bytes;
+    c.bag = std::max<std::uint64_t>(1, args.bag);
+    c.mean = args.pooling == "mean";
+    const std::uint64_t out_bytes = tokens / c.bag * t.dim * output_element_bytes(out);
+    auto stream = use_nontemporal(args.nontemporal, out_bytes, llc.bytes);
+    if (!stream) return report(stream.error());
+    c.stream = *stream;
+    nontemporal = nontemporal || c.stream;
+    streams.push_back(std::make_unique<perf::StreamRoofline>(isa, c));
+    const perf::StreamRoofline& r = *streams.back();
+    table_bytes += r.table_bytes();
+    out_call += r.output_bytes();
+    bytes_per_call += r.bytes_per_call();
+    outputs.push_back({{"name", t.name}, {"table_dtype", dtype_name(t.dtype)}, {"dim", t.dim}, {"row_stride", c.stride},
+                       {"bytes_per_call", r.bytes_per_call()}});
+  }
+  const auto call = [&] {
+    for (auto& s : streams) s->call(arena);
+  };
+  for (int i = 0; i < 3; ++i) call();
   std::uint64_t per_sample = 1;
   const Samples measured = measure(args.seconds, threads, per_sample, [&] {
-    roofline.call(arena);
+    call();
     return true;
   });
   const auto& seconds = measured.wall;
   const double median = percentile(seconds, 50);
-  const double tokens_per_second = static_cast<double>(c.tokens) / median;
-  const double gbps = tokens_per_second * static_cast<double>(roofline.bytes_per_token()) / 1e9;
-  const json sizes = sizes_json(llc, roofline.table_bytes(), roofline.output_bytes(), c.out_sets);
+  const double tokens_per_second = static_cast<double>(tokens) / median;
+  const double bytes_per_token = static_cast<double>(bytes_per_call) / static_cast<double>(tokens);
+  const double gbps = tokens_per_second * bytes_per_token / 1e9;
+  const json sizes = sizes_json(llc, table_bytes, out_call, args.out_sets);
+  const StreamTable& first = tables.front();
   if (args.json) {
-    const json doc = {{"mode", "roofline"}, {"isa", isa_name(isa)}, {"threads", threads},
-                      {"table_dtype", dtype_name(table)}, {"out_dtype", output_dtype_name(out)}, {"dim", dim},
-                      {"row_stride", c.stride}, {"tokens_per_call", c.tokens}, {"nontemporal", c.stream},
-                      {"llc", llc_json(llc)}, {"sizes", sizes}, {"samples", seconds.size()},
-                      {"tokens_per_second", tokens_per_second}, {"gb_per_second", gbps},
-                      {"latency_seconds", latency_json(seconds)},
-                      {"cpu_tokens_per_second", static_cast<double>(c.tokens) / percentile(measured.cpu, 50)},
-                      {"latency_cpu_seconds", latency_json(measured.cpu)}};
+    json doc = {{"mode", "roofline"}, {"isa", isa_name(isa)}, {"threads", threads},
+                {"table_dtype", dtype_name(first.dtype)}, {"out_dtype", output_dtype_name(out)}, {"dim", first.dim},
+                {"row_stride", outputs[0]["row_stride"]}, {"outputs", outputs}, {"tokens_per_call", tokens},
+                {"bytes_per_token", bytes_per_token}, {"nontemporal", nontemporal},
+                {"llc", llc_json(llc)}, {"sizes", sizes}, {"samples", seconds.size()},
+                {"tokens_per_second", tokens_per_second}, {"gb_per_second", gbps},
+                {"latency_seconds", latency_json(seconds)},
+                {"cpu_tokens_per_second", static_cast<double>(tokens) / percentile(measured.cpu, 50)},
+                {"latency_cpu_seconds", latency_json(measured.cpu)}};
+    if (args.bag) {
+      doc["bag"] = args.bag;
+      doc["pooling"] = args.pooling == "mean" ? "mean" : "sum";
+      doc["bags_per_second"] = tokens_per_second / static_cast<double>(args.bag);
+    }
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
-    std::printf("roofline: %s rows (stride %llu) streamed to %s, dim %llu, isa %s, %d threads, %llu rows per call\n",
-                std::string(dtype_name(table)).c_str(), static_cast<unsigned long long>(c.stride),
-                std::string(output_dtype_name(out)).c_str(), static_cast<unsigned long long>(dim),
-                std::string(isa_name(isa)).c_str(), threads, static_cast<unsigned long long>(c.tokens));
+    for (const StreamTable& t : tables) {
+      std::printf("roofline: %s rows (stride %llu) %s to %s, dim %llu, isa %s, %d threads, %llu rows per call\n",
+                  std::string(dtype_name(t.dtype)).c_str(), static_cast<unsigned long long>(t.stride),
+                  args.bag ? ("pooled by " + std::to_string(args.bag)).c_str() : "streamed",
+                  std::string(output_dtype_name(out)).c_str(), static_cast<unsigned long long>(t.dim),
+                  std::string(isa_name(isa)).c_str(), threads, static_cast<unsigned long long>(tokens));
+    }
     std::printf("  %s\n", sizes_text(sizes, llc).c_str());
-    std::printf("  %.3f M tokens/s, %.2f GB/s (table rows read + output written)\n", tokens_per_second / 1e6, gbps);
+    std::printf("  %.3f M tokens/s, %.2f GB/s (%.0f bytes per token: table rows read + output written)\n",
+                tokens_per_second / 1e6, gbps, bytes_per_token);
   }
   return kExitOk;
 }
 
-// --evict: single-token decode with the token row and the output evicted from every cache before
-// each call, interleaved with the physical limit of the same row (perf/roofline_kernels.hpp:
-// every line of the row prefetched at once, then the add).
+// The table row an output reads for `id` (row 0 for an id past a row-0 output's table).
+const std::byte* decode_row(const OutputInfo& o, std::int64_t id) {
+  const bool inside = id >= 0 && static_cast<std::uint64_t>(id) < o.vocab_size();
+  return o.token->row(inside ? static_cast<std::uint64_t>(o.row_of(static_cast<std::uint64_t>(id))) : 0);
+}
+
+// Waits `us` microseconds on the calling core: the rest of a decode step (attention, sampling)
+// standing between the moment the next token is known and the moment its rows are needed.
+void other_work(double us) {
+  const auto until = clock::now() + std::chrono::duration<double, std::micro>(us);
+  while (clock::now() < until) {
+  }
+}
+
+// --evict: single-token decode with every asked output's token row and output evicted from every
+// cache before each call, interleaved with the physical limit of the same rows (every line of
+// every row prefetched at once, then each output's add: perf/roofline_kernels.hpp). With
+// --prefetch-ahead, an A/B of Embedder::prefetch: the rows evicted (the outputs not: a decode
+// loop's buffer stays cached), the given microseconds of other work, then the call; and the same
+// with Embedder::prefetch of the id before the other work (what a decode loop that knows its next
+// token early can have).
 int run_cold_decode(const BenchArgs& args, const Model& model, const Embedder& embedder,
-                    const std::vector<std::vector<std::int64_t>>& ids, OutputSpan out, json doc) {
-  const TableView& token = model.token();
-  const std::uint64_t row = row_bytes(token.dtype, model.dim());
-  const std::uint64_t out_bytes = out.size() * output_element_bytes(out.dtype());
-  const perf::DecodeLimit limit = perf::roofline_kernels(embedder.isa()).get_decode(token.dtype, out.dtype());
-  const std::byte* position = model.position() ? model.position()->row(model.metadata().position_offset) : nullptr;
-  std::vector<double> embedrt_ns, limit_ns, timer_ns;
+                    const std::vector<std::vector<std::int64_t>>& ids, const std::vector<std::size_t>& selected,
+                    const std::vector<OutputTarget>& targets, json doc) {
+  struct Cold {
+    const OutputInfo* info;
+    std::uint64_t row_bytes;
+    perf::DecodeLimit limit;
+    std::byte* out;
+    std::uint64_t out_bytes;
+    const std::byte* position;
+  };
+  std::vector<Cold> colds;
+  for (std::size_t k = 0; k < selected.size(); ++k) {
+    const OutputInfo& o = model.outputs()[selected[k]];
+    const OutputSpan& out = targets[k].span;
+    Cold c{&o, row_bytes(o.token->dtype, o.dim()),
+           perf::roofline_kernels(embedder.isa()).get_decode(o.token->dtype, out.dtype()),
+           static_cast<std::byte*>(out.data()), out.size() * output_element_bytes(out.dtype()), nullptr};
+    if (o.position) c.position = o.position->row(o.rules->position_offset);
+    colds.push_back(c);
+  }
+  const auto evict_all = [&](std::int64_t id) {
+    for (const Cold& c : colds) {
+      perf::evict(decode_row(*c.info, id), c.row_bytes);
+      perf::evict(c.out, c.out_bytes);
+    }
+  };
+  const auto evict_rows = [&](std::int64_t id) {
+    for (const Cold& c : colds) perf::evict(decode_row(*c.info, id), c.row_bytes);
+  };
+  const bool ahead = args.prefetch_ahead_us >= 0;
+  std::vector<double> embedrt_ns, limit_ns, timer_ns, rows_cold_ns, prefetched_ns, prefetch_call_ns;
   EmbedRequest request;
   request.sequences = 1;
+  const bool primary_only = selected.size() == 1 && selected[0] == 0;
+  const auto embed = [&] { return primary_only ? embedder.embed(request, targets[0].span) : embedder.embed(request, targets); };
   const auto deadline = clock::now() + std::chrono::duration<double>(args.seconds);
   for (std::uint64_t k = 0; embedrt_ns.size() < 1000 || (clock::now() < deadline && embedrt_ns.size() < 1000000); ++k) {
     const std::int64_t id = ids[k % ids.size()][0];
-    const std::byte* tok = token.row(static_cast<std::uint64_t>(id));
     request.ids = std::span<const std::int64_t>(&ids[k % ids.size()][0], 1);
-    perf::evict(tok, row);
-    perf::evict(out.data(), out_bytes);
+    evict_all(id);
     auto start = clock::now();
-    const Status s = embedder.embed(request, out);
+    const Status s = embed();
     embedrt_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
     if (!s) return report(s.error());
-    perf::evict(tok, row);
-    perf::evict(out.data(), out_bytes);
+    if (ahead) {
+      // A and B of the prefetch: the rows evicted, the outputs left as the last call left them
+      // (a decode loop reuses its buffer, so it stays cached), the same wait before both calls.
+      evict_rows(id);
+      other_work(args.prefetch_ahead_us);
+      start = clock::now();
+      (void)embed();
+      rows_cold_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
+      evict_rows(id);
+      start = clock::now();
+      const Status p = embedder.prefetch(request.ids, selected);
+      prefetch_call_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
+      if (!p) return report(p.error());
+      other_work(args.prefetch_ahead_us);
+      start = clock::now();
+      (void)embed();
+      prefetched_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
+    }
+    evict_all(id);
     start = clock::now();
-    limit({tok, position, row, model.dim(), int8_params_offset(model.dim()), static_cast<std::byte*>(out.data())});
+    if (colds.size() > 1) {  // every row's misses in flight before the first add (each limit prefetches its own)
+      for (const Cold& c : colds) perf::prefetch(decode_row(*c.info, id), c.row_bytes);
+    }
+    for (const Cold& c : colds) {
+      const std::uint64_t dim = c.info->dim();
+      c.limit({decode_row(*c.info, id), c.position, c.row_bytes, dim, row_params_offset(c.info->token->dtype, dim), c.out});
+    }
     limit_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
     start = clock::now();
     timer_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
   }
   const double e = percentile(embedrt_ns, 50), l = percentile(limit_ns, 50), t = percentile(timer_ns, 50);
+  const auto ns = [](const std::vector<double>& v) {
+    return json{{"p50", percentile(v, 50)}, {"p90", percentile(v, 90)}, {"p99", percentile(v, 99)}, {"min", percentile(v, 0)}};
+  };
   if (args.json) {
     doc["mode"] = "decode_cold";
     doc["samples"] = embedrt_ns.size();
-    const auto ns = [](const std::vector<double>& v) {
-      return json{{"p50", percentile(v, 50)}, {"p90", percentile(v, 90)}, {"p99", percentile(v, 99)}, {"min", percentile(v, 0)}};
-    };
     doc["embedrt_ns"] = ns(embedrt_ns);
     doc["limit_ns"] = ns(limit_ns);
     doc["timer_ns"] = ns(timer_ns);
     doc["ratio_to_limit"] = e / l;
+    if (ahead) {
+      doc["prefetch_ahead_us"] = args.prefetch_ahead_us;
+      doc["rows_cold_ns"] = ns(rows_cold_ns);
+      doc["prefetched_ns"] = ns(prefetched_ns);
+      doc["prefetch_call_ns"] = ns(prefetch_call_ns);
+    }
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
-    std::printf("cold decode (row and output evicted before each call), %zu calls each, interleaved:\n", embedrt_ns.size());
+    std::printf("cold decode (rows and outputs evicted before each call), %zu calls each, interleaved:\n", embedrt_ns.size());
     std::printf("  embedrt p50 %.0f ns (p90 %.0f, p99 %.0f)\n", e, percentile(embedrt_ns, 90), percentile(embedrt_ns, 99));
-    std::printf("  limit   p50 %.0f ns (p90 %.0f, p99 %.0f): the row's lines prefetched at once, then the add\n", l,
+    if (ahead) {
+      std::printf("  rows evicted, output cached, %.1f us of other work first: p50 %.0f ns (p90 %.0f, p99 %.0f)\n",
+                  args.prefetch_ahead_us, percentile(rows_cold_ns, 50), percentile(rows_cold_ns, 90),
+                  percentile(rows_cold_ns, 99));
+      std::printf("  the same after Embedder::prefetch: p50 %.0f ns (p90 %.0f, p99 %.0f); the prefetch call p50 %.0f ns\n",
+                  percentile(prefetched_ns, 50), percentile(prefetched_ns, 90), percentile(prefetched_ns, 99),
+                  percentile(prefetch_call_ns, 50));
+    }
+    std::printf("  limit   p50 %.0f ns (p90 %.0f, p99 %.0f): the rows' lines prefetched at once, then the add\n", l,
                 percentile(limit_ns, 90), percentile(limit_ns, 99));
     std::printf("  embedrt / limit: %.2fx (timer overhead %.0f ns, included in both)\n", e / l, t);
   }
   return kExitOk;
+}
+
+// The outputs --output names (indices into Model::outputs() or the synthetic spec's), every
+// output when none is named (a bag: the primary); an error naming an unknown one.
+Result<std::vector<std::size_t>> select_outputs(const BenchArgs& args, const std::vector<std::string>& names) {
+  std::vector<std::size_t> selected;
+  if (args.outputs.empty()) {
+    for (std::size_t k = 0; k < (args.bag ? 1 : names.size()); ++k) selected.push_back(k);
+    return selected;
+  }
+  for (const std::string& name : args.outputs) {
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      return Error(ErrorCode::kInvalidArgument, "--output '" + name + "': the model's outputs are " + known);
+    }
+    const auto k = static_cast<std::size_t>(it - names.begin());
+    if (std::find(selected.begin(), selected.end(), k) != selected.end()) {
+      return Error(ErrorCode::kInvalidArgument, "--output '" + name + "' given twice");
+    }
+    selected.push_back(k);
+  }
+  if (args.bag && selected.size() > 1) {
+    return Error(ErrorCode::kInvalidArgument, "--bag pools one output: give at most one --output");
+  }
+  return selected;
 }
 
 int run(const BenchArgs& args) {
@@ -303,12 +472,33 @@ int run(const BenchArgs& args) {
   }
   const OutputDType dtype = *parsed;
   if (args.batch == 0 || args.seq == 0) return report(Error(ErrorCode::kInvalidArgument, "--batch and --seq must be at least 1"));
-  if (args.model.empty() == args.synthetic.empty()) {
-    return report(Error(ErrorCode::kInvalidArgument, "give a MODEL or --synthetic VOCABxDIM (one of them)"));
+  const int given = !args.model.empty() + !args.synthetic.empty() + !args.gemma3n.empty();
+  if (given != 1) {
+    return report(Error(ErrorCode::kInvalidArgument,
+                        "give a MODEL, --synthetic VOCABxDIM or --synthetic-gemma3n e2b|e4b (one of them)"));
   }
   const std::uint64_t tokens = args.batch * args.seq;  // each <= 2^26 (checked options): no overflow
   if (args.evict && tokens != 1) {
     return report(Error(ErrorCode::kInvalidArgument, "--evict measures single-token decode: give --batch 1 --seq 1"));
+  }
+  if (args.prefetch_ahead_us >= 0 && !args.evict) {
+    return report(Error(ErrorCode::kInvalidArgument, "--prefetch-ahead measures cold decode: give it with --evict"));
+  }
+  if (args.bag) {
+    if (args.seq % args.bag != 0) {
+      return report(Error(ErrorCode::kInvalidArgument, "--bag " + std::to_string(args.bag) + " does not divide --seq " +
+                                                           std::to_string(args.seq) + ": each sequence is split into equal bags"));
+    }
+    if (args.evict) return report(Error(ErrorCode::kInvalidArgument, "--evict measures a gather: not with --bag"));
+  } else if (!args.pooling.empty() || args.normalize) {
+    return report(Error(ErrorCode::kInvalidArgument, "--pooling and --normalize apply to bags: give --bag N"));
+  }
+  std::optional<PoolingMode> pooling;
+  if (!args.pooling.empty()) {
+    pooling = parse_pooling_mode(args.pooling);
+    if (!pooling || *pooling == PoolingMode::kNone) {
+      return report(Error(ErrorCode::kInvalidArgument, "--pooling '" + args.pooling + "': expected sum, mean or max"));
+    }
   }
   const int threads = args.threads > 0 ? args.threads : tbb::this_task_arena::max_concurrency();
   const perf::CacheInfo llc = perf::last_level_cache();
@@ -318,35 +508,42 @@ int run(const BenchArgs& args) {
     if (!forced) return report(Error(ErrorCode::kInvalidArgument, "--isa '" + args.isa + "' is not an ISA name"));
   }
   std::optional<perf::SyntheticSpec> spec;
-  if (!args.synthetic.empty()) {
+  if (model_is_synthetic(args)) {
     auto s = synthetic_spec(args);
     if (!s) return report(s.error());
     spec = *s;
   }
 
-  // The roofline needs the case's dtypes and widths only: no model is opened or written.
+  // The roofline needs the case's dtypes and widths only: no model is written, and a user's
+  // model is opened lazily (its header and directory).
   if (args.roofline) {
-    DType table = spec ? spec->dtype : DType::kF32;
-    std::uint64_t dim = spec ? spec->dim : 0, stride = spec ? default_row_stride(spec->dtype, spec->dim) : 0;
-    if (!spec) {
-      auto file = TableFile::open(args.model);  // O(1): the header
-      if (!file) return report(file.error());
-      const TableView* tok = file->find(Role::kToken);
-      if (tok == nullptr) return report(Error(ErrorCode::kNotFound, "'" + args.model + "': no token table"));
-      table = tok->dtype;
-      dim = tok->dim;
-      stride = tok->row_stride;
+    std::vector<StreamTable> tables;
+    if (spec) {
+      tables.push_back({"embeddings", spec->dtype, spec->dim, default_row_stride(spec->dtype, spec->dim)});
+      if (spec->extra.vocab) {
+        tables.push_back({spec->extra.name, spec->dtype, spec->extra.dim, default_row_stride(spec->dtype, spec->extra.dim)});
+      }
+    } else {
+      auto model = Model::open(args.model, {.residency = Residency::kMmap});
+      if (!model) return report(model.error());
+      for (const OutputInfo& o : model->outputs()) tables.push_back({o.name, o.token->dtype, o.dim(), o.token->row_stride});
     }
+    std::vector<std::string> names;
+    for (const auto& t : tables) names.push_back(t.name);
+    auto selected = select_outputs(args, names);
+    if (!selected) return report(selected.error());
+    std::vector<StreamTable> chosen;
+    for (std::size_t k : *selected) chosen.push_back(tables[k]);
     Isa isa = Isa::kScalar;
     if (forced) {
       isa = *forced;
     } else {
-      auto chosen = default_isa();
-      if (!chosen) return report(chosen.error());
-      isa = *chosen;
+      auto chosen_isa = default_isa();
+      if (!chosen_isa) return report(chosen_isa.error());
+      isa = *chosen_isa;
     }
     if (!isa_supported(isa)) return report(Error(ErrorCode::kUnsupported, "ISA " + args.isa + " is not supported by this CPU"));
-    return run_roofline(args, table, dim, stride, dtype, isa, threads, llc);
+    return run_roofline(args, chosen, dtype, isa, threads, llc);
   }
 
   // The model: the user's, or one generated now (kept in --synthetic-file, or a temporary removed
@@ -373,9 +570,15 @@ int run(const BenchArgs& args) {
   if (spec) {
     if (Status s = perf::matches(*model, *spec); !s) return report(s.error());
   }
-  if (args.seq > model->max_positions()) {
+  std::vector<std::string> names;
+  for (const OutputInfo& o : model->outputs()) names.push_back(o.name);
+  auto chosen = select_outputs(args, names);
+  if (!chosen) return report(chosen.error());
+  const std::vector<std::size_t> selected = *chosen;
+  const OutputInfo& lead = model->outputs()[selected[0]];  // ids are drawn from its vocabulary
+  if (!args.bag && args.seq > lead.max_positions()) {
     return report(Error(ErrorCode::kInvalidArgument, "--seq " + std::to_string(args.seq) + " is longer than the model's " +
-                                                         std::to_string(model->max_positions()) + " positions"));
+                                                         std::to_string(lead.max_positions()) + " positions"));
   }
   tbb::task_arena arena(threads);
   EmbedderOptions options;
@@ -391,10 +594,22 @@ int run(const BenchArgs& args) {
   auto embedder = Embedder::create(*model, options);
   if (!embedder) return report(embedder.error());
 
-  const std::uint64_t dim = model->dim();
   const std::uint64_t sets = std::max<std::uint64_t>(1, args.id_sets);
   const std::uint64_t out_sets = std::max<std::uint64_t>(1, args.out_sets);
-  const std::uint64_t out_call = tokens * dim * output_element_bytes(dtype);
+  const std::uint64_t bag = std::max<std::uint64_t>(1, args.bag);
+  const std::uint64_t out_rows = tokens / bag;
+  // Per call: each output's bytes, and the table bytes read and output bytes written per token.
+  std::vector<std::uint64_t> out_bytes;
+  std::uint64_t out_call = 0, table_bytes = 0;
+  double bytes_per_token = 0;
+  for (std::size_t k : selected) {
+    const OutputInfo& o = model->outputs()[k];
+    out_bytes.push_back(out_rows * o.dim() * output_element_bytes(dtype));
+    out_call += out_bytes.back();
+    table_bytes += o.token->bytes.size();
+    bytes_per_token += static_cast<double>(row_bytes(o.token->dtype, o.dim())) +
+                       static_cast<double>(o.dim() * output_element_bytes(dtype)) / static_cast<double>(bag);
+  }
   std::uint64_t ids_bytes = 0, needed = 0;
   if (tokens > kMaxTokens || __builtin_mul_overflow(tokens, 8 * sets, &ids_bytes) ||
       __builtin_mul_overflow(out_call, out_sets, &needed) || __builtin_add_overflow(needed, ids_bytes, &needed) ||
@@ -409,38 +624,64 @@ int run(const BenchArgs& args) {
   // one; and through --out-sets output buffers, for the same reason on the output side.
   std::vector<std::vector<std::int64_t>> id_batches(sets, std::vector<std::int64_t>(tokens));
   std::mt19937_64 rng(42);
-  std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(model->vocab_size()) - 1);
+  std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(lead.vocab_size()) - 1);
   for (auto& batch : id_batches) {
     for (auto& id : batch) id = pick(rng);
   }
   // Output buffers are cache-line aligned, as a server's buffers should be: a row start that is
   // not lets streaming stores share a line with the scalar head (see the kernel's peeling).
-  std::vector<std::vector<std::byte>> storage(out_sets);
-  std::vector<OutputSpan> outs;
-  for (auto& buffer : storage) {
-    buffer.resize(out_call + 64);  // zero-filled: first-touch faults happen here, not in a call
-    std::byte* aligned = buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
-    auto span = OutputSpan::from_bytes({aligned, out_call}, dtype);
-    if (!span) return report(span.error());
-    outs.push_back(*span);
+  std::vector<std::vector<std::byte>> storage;
+  std::vector<std::vector<OutputTarget>> targets(out_sets);
+  for (std::uint64_t set = 0; set < out_sets; ++set) {
+    for (std::size_t k = 0; k < selected.size(); ++k) {
+      auto& buffer = storage.emplace_back(out_bytes[k] + 64);  // zero-filled: first-touch faults happen here
+      std::byte* aligned = buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64;
+      auto span = OutputSpan::from_bytes({aligned, out_bytes[k]}, dtype);
+      if (!span) return report(span.error());
+      targets[set].push_back({selected[k], *span});
+    }
   }
   std::vector<EmbedRequest> requests(sets);
+  std::vector<BagRequest> bags(sets);
   for (std::uint64_t k = 0; k < sets; ++k) {
     requests[k].ids = id_batches[k];
     requests[k].sequences = args.batch;
+    bags[k].ids = id_batches[k];
+    bags[k].bags = out_rows;
+    bags[k].mode = pooling;
+    if (!pooling && lead.rules->pooling == PoolingMode::kNone) bags[k].mode = PoolingMode::kSum;
+    if (args.normalize) bags[k].normalize = true;
   }
+  const bool primary_only = selected.size() == 1 && selected[0] == 0;
+  const auto embed = [&](std::uint64_t call) {
+    const auto& out = targets[call % out_sets];
+    if (args.bag) return embedder->pool(bags[call % sets], out[0].span, out[0].output);
+    if (primary_only) return embedder->embed(requests[call % sets], out[0].span);
+    return embedder->embed(requests[call % sets], out);
+  };
 
-  const TableView& token = model->token();
-  const json sizes = sizes_json(llc, token.bytes.size(), out_call, out_sets);
-  json doc = {{"mode", "gather"}, {"model", spec ? "synthetic " + spec->describe() : args.model},
+  const TableView& token = *lead.token;
+  const json sizes = sizes_json(llc, table_bytes, out_call, out_sets);
+  json output_names = json::array();
+  for (std::size_t k : selected) output_names.push_back(model->outputs()[k].name);
+  json doc = {{"mode", args.bag ? "bags" : "gather"},
+              {"model", spec ? "synthetic " + spec->describe() : args.model},
               {"isa", isa_name(embedder->isa())}, {"threads", threads},
               {"table_dtype", dtype_name(token.dtype)}, {"out_dtype", args.out_dtype},
-              {"batch", args.batch}, {"seq", args.seq}, {"dim", dim}, {"vocab", model->vocab_size()},
+              {"batch", args.batch}, {"seq", args.seq}, {"dim", lead.dim()}, {"vocab", lead.vocab_size()},
+              {"outputs", output_names}, {"bytes_per_token", bytes_per_token},
               {"id_sets", sets}, {"out_sets", out_sets}, {"llc", llc_json(llc)}, {"sizes", sizes}};
+  if (args.bag) {
+    const PoolingMode mode = bags[0].mode.value_or(lead.rules->pooling);
+    doc["bag"] = args.bag;
+    doc["bags_per_call"] = out_rows;
+    doc["pooling"] = pooling_mode_name(mode);
+    doc["normalize"] = bags[0].normalize.value_or(lead.rules->normalize);
+  }
 
   // The first call after open: what a server's first request pays for the residency chosen.
   const auto first_start = clock::now();
-  if (Status s = embedder->embed(requests[0], outs[0]); !s) return report(s.error());
+  if (Status s = embed(0); !s) return report(s.error());
   const double first_seconds = std::chrono::duration<double>(clock::now() - first_start).count();
   const auto table_memory = perf::range_memory(token.bytes.data(), token.bytes.size());
   doc["residency"] = {{"mode", residency_name(args.open.residency)}, {"locked", args.open.lock_in_memory},
@@ -449,12 +690,12 @@ int run(const BenchArgs& args) {
                       {"table_rss", table_memory.rss}, {"table_anon_huge", table_memory.anon_huge},
                       {"table_file_pmd", table_memory.file_pmd}};
 
-  if (args.evict) return run_cold_decode(args, *model, *embedder, id_batches, outs[0], doc);
+  if (args.evict) return run_cold_decode(args, *model, *embedder, id_batches, selected, targets[0], doc);
 
   std::uint64_t call = 0;
   Status failed;
   const auto next = [&] {
-    const Status s = embedder->embed(requests[call % sets], outs[call % out_sets]);
+    const Status s = embed(call);
     ++call;
     if (!s) failed = s;
     return s.ok();
@@ -469,24 +710,31 @@ int run(const BenchArgs& args) {
   doc["residency"]["process_pss"] = process.pss;
   doc["residency"]["process_anon_huge"] = process.anon_huge;
   const double median = percentile(seconds, 50);
-  const double bytes_per_token = static_cast<double>(row_bytes(token.dtype, dim) + dim * output_element_bytes(dtype));
   const double tokens_per_second = static_cast<double>(tokens) / median;
   const double gbps = tokens_per_second * bytes_per_token / 1e9;
   if (args.json) {
     doc["samples"] = seconds.size();
     doc["calls_per_sample"] = per_sample;
     doc["tokens_per_second"] = tokens_per_second;
+    if (args.bag) doc["bags_per_second"] = tokens_per_second / static_cast<double>(bag);
     doc["gb_per_second"] = gbps;
     doc["latency_seconds"] = latency_json(seconds);
     doc["cpu_tokens_per_second"] = static_cast<double>(tokens) / percentile(measured.cpu, 50);
     doc["latency_cpu_seconds"] = latency_json(measured.cpu);
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
-    std::printf("%s: %s table, %s output, isa %s, %d threads, batch %llu x %llu (dim %llu), %zu runs\n",
+    std::string outputs;
+    for (const auto& n : output_names) outputs += (outputs.empty() ? "" : ", ") + n.get<std::string>();
+    std::printf("%s: %s table, %s output (%s), isa %s, %d threads, batch %llu x %llu (dim %llu), %zu runs\n",
                 doc["model"].get<std::string>().c_str(), std::string(dtype_name(token.dtype)).c_str(),
-                args.out_dtype.c_str(), std::string(isa_name(embedder->isa())).c_str(), threads,
+                args.out_dtype.c_str(), outputs.c_str(), std::string(isa_name(embedder->isa())).c_str(), threads,
                 static_cast<unsigned long long>(args.batch), static_cast<unsigned long long>(args.seq),
-                static_cast<unsigned long long>(dim), seconds.size());
+                static_cast<unsigned long long>(lead.dim()), seconds.size());
+    if (args.bag) {
+      std::printf("  bags of %llu ids, %s%s: %.3f M bags/s\n", static_cast<unsigned long long>(bag),
+                  doc["pooling"].get<std::string>().c_str(), doc["normalize"].get<bool>() ? ", normalized" : "",
+                  tokens_per_second / static_cast<double>(bag) / 1e6);
+    }
     std::printf("  %s\n", sizes_text(sizes, llc).c_str());
     std::printf("  %.3f M tokens/s, %.2f GB/s (table rows read + output written); %.3f M tokens per CPU second per thread\n",
                 tokens_per_second / 1e6, gbps, static_cast<double>(tokens) / percentile(measured.cpu, 50) / 1e6);
@@ -510,7 +758,13 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--synthetic", args->synthetic,
                   "generate a model of this shape instead (VOCABxDIM, e.g. 262144x5376); see --dtype, --positions, "
                   "--segments, --layer-norm, --synthetic-file");
-  cmd->add_option("--dtype", args->dtype, "--synthetic's table dtype: f32, f16, bf16 or int8 (default f32)");
+  cmd->add_option("--synthetic-gemma3n", args->gemma3n,
+                  "generate Gemma 3n's two tables instead (e2b or e4b): 262400 x hidden bf16 times sqrt(hidden), and the "
+                  "per-layer output 262144 x layers*256 bf16 times 16, ids past it reading row 0 (5-6 GB; see --synthetic-file)");
+  cmd->add_option("--second-output", args->second_output,
+                  "--synthetic: a second output named 'second' with its own table of this shape (ROWSxWIDTH) and dtype; "
+                  "ids past its rows read row 0, as Gemma 3n's per-layer table");
+  cmd->add_option("--dtype", args->dtype, "--synthetic's table dtype: f32, f16, bf16, int8 or int4 (default f32)");
   cmd->add_option("--positions", args->positions, "--synthetic: learned position rows (default 0: none)")
       ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 24));
   cmd->add_option("--segments", args->segments, "--synthetic: token type rows (default 0: none)")
@@ -532,6 +786,15 @@ Runner add_bench_command(CLI::App& app) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
   cmd->add_option("--out-sets", args->out_sets, "output buffers rotated between calls (default 1)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1024}));
+  cmd->add_option("--output", args->outputs,
+                  "an output to compute, by name (repeatable; default: every output of the model, in one call)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--bag", args->bag,
+                  "pool bags of N ids (Embedder::pool) instead of a gather: each sequence split into --seq / N bags")
+      ->check(CLI::Range(std::uint64_t{1}, kMaxTokens));
+  cmd->add_option("--pooling", args->pooling, "--bag: sum, mean or max (default: the output's pooling, else sum)");
+  cmd->add_flag("--normalize", args->normalize, "--bag: L2-normalize each pooled vector");
   add_open_options(cmd, args->open, true);
   cmd->add_flag("--cold-file", args->cold_file,
                 "drop the model file from the page cache before opening it (first request from disk)");
@@ -541,6 +804,11 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_flag("--evict", args->evict,
                 "cold single-token decode: the row and output evicted (clflush) before each call, beside the "
                 "physical limit (the row's lines prefetched at once, then the add)");
+  cmd->add_option("--prefetch-ahead", args->prefetch_ahead_us,
+                  "--evict: also an A/B of Embedder::prefetch, interleaved with the cold calls: the rows evicted (the "
+                  "output kept, as a decode loop's buffer), this many microseconds of other work, then the call; and the "
+                  "same with the id prefetched before the other work (a decode loop that knows its next token early)")
+      ->check(CLI::Range(0.0, 1e6));
   return [args]() { return run(*args); };
 }
 

@@ -157,4 +157,12 @@ void evict(const void* p, std::size_t bytes) noexcept {
 #endif
 }
 
+void prefetch(const void* p, std::size_t bytes) noexcept {
+  const auto* b = static_cast<const char*>(p);
+  const auto first = reinterpret_cast<std::uintptr_t>(b) & ~std::uintptr_t{63};
+  for (std::uintptr_t line = first; line < reinterpret_cast<std::uintptr_t>(b) + bytes; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+  }
+}
+
 }  // namespace embedrt::perf

@@ -37,4 +37,8 @@ MemoryUse range_memory(const void* begin, std::size_t bytes);
 // a no-op where the instruction is unknown), then fences.
 void evict(const void* p, std::size_t bytes) noexcept;
 
+// Issues a prefetch (to every cache level) for every cache line of [p, p + bytes) and returns
+// without waiting: the limit of several cold rows has all their misses in flight at once.
+void prefetch(const void* p, std::size_t bytes) noexcept;
+
 }  // namespace embedrt::perf

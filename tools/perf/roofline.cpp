@@ -5,6 +5,8 @@
 #include <oneapi/tbb/partitioner.h>
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "roofline_kernels.hpp"
@@ -40,7 +42,9 @@ struct Buffer {
 
 struct StreamRoofline::Impl {
   StreamCase c;
-  StreamRows kernel;
+  StreamRows kernel = nullptr;
+  BagRows bag_kernel = nullptr;
+  std::uint64_t out_rows = 0;  // per call: tokens, or tokens / bag
   std::uint64_t rows = 0;  // table rows in the buffer: a multiple of c.tokens
   std::uint64_t out_row = 0;
   std::unique_ptr<Buffer> table;
@@ -54,13 +58,20 @@ StreamRoofline::StreamRoofline(Isa isa, const StreamCase& c) : impl_(std::make_u
   if (m.c.stride == 0) m.c.stride = default_row_stride(c.table, c.dim);
   if (m.c.tokens == 0) m.c.tokens = 1;
   if (m.c.out_sets == 0) m.c.out_sets = 1;
+  if (m.c.bag == 0) m.c.bag = 1;
+  if (m.c.tokens % m.c.bag != 0) throw std::invalid_argument("StreamRoofline: tokens is not a multiple of bag");
+  m.out_rows = m.c.tokens / m.c.bag;
   m.kernel = roofline_kernels(isa).get_stream(c.table, c.out);
+  m.bag_kernel = roofline_kernels(isa).get_bag(c.table, c.out);
+  if (m.kernel == nullptr || m.bag_kernel == nullptr) {
+    throw std::invalid_argument("StreamRoofline: no roofline for table dtype " + std::string(dtype_name(c.table)));
+  }
   const std::uint64_t per_call = m.c.tokens * m.c.stride;
   const std::uint64_t calls = (c.min_table_bytes + per_call - 1) / per_call;
   m.rows = (calls ? calls : 1) * m.c.tokens;
   m.out_row = c.dim * output_element_bytes(c.out);
   m.table = std::make_unique<Buffer>(m.rows * m.c.stride);
-  for (std::uint64_t k = 0; k < m.c.out_sets; ++k) m.outputs.push_back(std::make_unique<Buffer>(m.c.tokens * m.out_row));
+  for (std::uint64_t k = 0; k < m.c.out_sets; ++k) m.outputs.push_back(std::make_unique<Buffer>(m.out_rows * m.out_row));
 }
 
 StreamRoofline::~StreamRoofline() = default;
@@ -71,11 +82,15 @@ void StreamRoofline::call(tbb::task_arena& arena) {
   a.table = m.table->data + m.next_row * m.c.stride;
   a.stride = m.c.stride;
   a.dim = m.c.dim;
-  a.params_offset = int8_params_offset(m.c.dim);
+  a.params_offset = row_params_offset(m.c.table, m.c.dim);
   a.out = m.outputs[m.next_out]->data;
   a.stream = m.c.stream;
   m.next_row = (m.next_row + m.c.tokens) % m.rows;
   m.next_out = (m.next_out + 1) % m.c.out_sets;
+  if (m.c.bag > 1) {
+    call_bags(arena, a);
+    return;
+  }
   const std::uint64_t n = m.c.tokens;
   const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / m.out_row);
   if (n * m.out_row <= (256u << 10)) {  // as the Embedder: small calls stay on the calling thread
@@ -89,8 +104,39 @@ void StreamRoofline::call(tbb::task_arena& arena) {
   });
 }
 
+// Bags split over threads by the rows they read (~128 KiB a chunk), each thread pooling into its
+// own f32 scratch row; calls reading up to 256 KiB stay on the calling thread.
+void StreamRoofline::call_bags(tbb::task_arena& arena, const RowStream& rows) {
+  Impl& m = *impl_;
+  BagStream a;
+  a.rows = rows;
+  a.bag = m.c.bag;
+  a.mean = m.c.mean;
+  const auto run = [&](std::uint64_t begin, std::uint64_t end) {
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < m.c.dim) scratch.resize(m.c.dim);
+    BagStream mine = a;
+    mine.scratch = scratch.data();
+    m.bag_kernel(mine, begin, end);
+  };
+  const std::uint64_t bag_bytes = m.c.bag * m.c.stride;
+  if (m.out_rows * bag_bytes <= (256u << 10)) {
+    run(0, m.out_rows);
+    return;
+  }
+  const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / bag_bytes);
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, m.out_rows, grain),
+                      [&](const tbb::blocked_range<std::uint64_t>& r) { run(r.begin(), r.end()); },
+                      tbb::simple_partitioner());
+  });
+}
+
 std::uint64_t StreamRoofline::table_bytes() const noexcept { return impl_->rows * impl_->c.stride; }
-std::uint64_t StreamRoofline::output_bytes() const noexcept { return impl_->c.tokens * impl_->out_row; }
+std::uint64_t StreamRoofline::output_bytes() const noexcept { return impl_->out_rows * impl_->out_row; }
+std::uint64_t StreamRoofline::bytes_per_call() const noexcept {
+  return impl_->c.tokens * row_bytes(impl_->c.table, impl_->c.dim) + output_bytes();
+}
 std::uint64_t StreamRoofline::bytes_per_token() const noexcept {
   return row_bytes(impl_->c.table, impl_->c.dim) + impl_->out_row;
 }

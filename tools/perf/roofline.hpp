@@ -16,6 +16,8 @@
 
 namespace embedrt::perf {
 
+struct RowStream;  // roofline_kernels.hpp
+
 struct StreamCase {
   DType table = DType::kF32;
   OutputDType out = OutputDType::kF32;
@@ -25,6 +27,10 @@ struct StreamCase {
   std::uint64_t out_sets = 1;       // output buffers rotated between calls, as the case's
   std::uint64_t min_table_bytes = 0;  // the table buffer is at least this large (several x LLC)
   bool stream = false;              // non-temporal stores, as the Embedder would choose
+  // Bags: > 1 pools every `bag` consecutive rows into one f32 row written in the output dtype
+  // (tokens / bag rows out per call; tokens must be a multiple of bag); `mean` divides the sum.
+  std::uint64_t bag = 1;
+  bool mean = false;
 };
 
 class StreamRoofline {
@@ -40,9 +46,12 @@ class StreamRoofline {
 
   std::uint64_t table_bytes() const noexcept;   // the table buffer streamed through
   std::uint64_t output_bytes() const noexcept;  // per call
-  std::uint64_t bytes_per_token() const noexcept;  // row_bytes(table) + dim x output element
+  std::uint64_t bytes_per_token() const noexcept;  // row_bytes(table) + dim x output element (no bag)
+  // Table row payloads read plus output written, per call (what GB/s counts; bags included).
+  std::uint64_t bytes_per_call() const noexcept;
 
  private:
+  void call_bags(tbb::task_arena& arena, const RowStream& rows);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,6 +1,7 @@
 // AVX2 + FMA + F16C build of the roofline kernels (the avx2 row of runtime/kernels/isa_table.def).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <xsimd/xsimd.hpp>
 
@@ -21,6 +22,19 @@ struct Traits {
   }
   static V load_i8(const std::byte* p) {
     return V(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
+  }
+  // Lane i holds code i: the 32 bits of codes broadcast to every lane, each lane shifted by 4i.
+  static V load_u4(const std::byte* p, bool odd) {
+    std::uint64_t bits = 0;
+    if (odd) {
+      __builtin_memcpy(&bits, p, 5);
+      bits >>= 4;
+    } else {
+      __builtin_memcpy(&bits, p, 4);
+    }
+    const __m256i codes = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(bits))),
+                                            _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    return V(_mm256_cvtepi32_ps(_mm256_and_si256(codes, _mm256_set1_epi32(15))));
   }
   static void store_f32(std::byte* p, V v, bool stream) {
     if (stream) {

@@ -1,6 +1,7 @@
 // AVX-512 build of the roofline kernels (the -m flags of runtime/kernels/isa_table.def's avx512 row).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <xsimd/xsimd.hpp>
 
@@ -21,6 +22,17 @@ struct Traits {
   }
   static V load_i8(const std::byte* p) {
     return V(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
+  }
+  // Lane i holds code i: the low 32 bits of codes broadcast to lanes 0-7, the high 32 to lanes
+  // 8-15, each lane shifted by 4 (i % 8).
+  static V load_u4(const std::byte* p, bool odd) {
+    std::uint64_t bits;
+    __builtin_memcpy(&bits, p, 8);
+    if (odd) bits = bits >> 4 | static_cast<std::uint64_t>(static_cast<unsigned>(p[8]) & 15u) << 60;
+    const __m512i halves = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(static_cast<int>(bits & 0xffffffffu))),
+                                              _mm256_set1_epi32(static_cast<int>(bits >> 32)), 1);
+    const __m512i codes = _mm512_srlv_epi32(halves, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+    return V(_mm512_cvtepi32_ps(_mm512_and_si512(codes, _mm512_set1_epi32(15))));
   }
   static void store_f32(std::byte* p, V v, bool stream) {
     if (stream) {

@@ -19,11 +19,23 @@ struct RowStream {
   const std::byte* table = nullptr;
   std::uint64_t stride = 0;         // bytes between table rows, as in the file
   std::uint64_t dim = 0;
-  std::uint64_t params_offset = 0;  // int8_rowwise: where a row's scale and bias are
+  std::uint64_t params_offset = 0;  // int8/int4_rowwise: where a row's scale and bias are (row_params_offset)
   std::byte* out = nullptr;         // dim elements of the output dtype per row, packed
   bool stream = false;              // non-temporal stores
 };
 using StreamRows = void (*)(const RowStream& args, std::uint64_t begin, std::uint64_t end);
+
+// Bags [begin, end) of `bag` consecutive table rows each: row b of `out` = the rows
+// [b * bag, (b + 1) * bag) converted and summed in f32 registers (then / bag for a mean),
+// converted to the output dtype: the bytes a bag of `bag` ids moves (its rows in, one pooled row
+// out), without the gather. `scratch` holds `dim` floats for the calling thread.
+struct BagStream {
+  RowStream rows;
+  std::uint64_t bag = 1;
+  bool mean = false;
+  float* scratch = nullptr;
+};
+using BagRows = void (*)(const BagStream& args, std::uint64_t begin, std::uint64_t end);
 
 // One token at the physical limit of a cold row: every cache line of the row prefetched at once
 // (all misses in flight together), then the row decoded, added to `position` (may be null) and
@@ -38,15 +50,30 @@ struct DecodeRow {
 };
 using DecodeLimit = void (*)(const DecodeRow& args);
 
+// The value dtypes, in the order of the kernels' tables below (int32, an id map, has none).
+inline constexpr DType kRooflineDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise,
+                                            DType::kInt4Rowwise};
+// A table dtype's index in kRooflineDTypes, or -1.
+constexpr int roofline_dtype_index(DType table) noexcept {
+  for (int k = 0; k < 5; ++k) {
+    if (kRooflineDTypes[k] == table) return k;
+  }
+  return -1;
+}
+
+// Every getter returns nullptr for a dtype without kernels (int32) or an output dtype outside the enum.
 struct RooflineKernels {
-  StreamRows stream[4][3];  // [DType - 1][OutputDType]
-  DecodeLimit decode[4][3];
-  StreamRows get_stream(DType table, OutputDType out) const noexcept {
-    return stream[static_cast<int>(table) - 1][static_cast<int>(out)];
+  StreamRows stream[5][3];  // [roofline_dtype_index][OutputDType]
+  DecodeLimit decode[5][3];
+  BagRows bag[5][3];
+  template <typename Fn>
+  static Fn pick(const Fn (&table)[5][3], DType dtype, OutputDType out) noexcept {
+    const int d = roofline_dtype_index(dtype), o = static_cast<int>(out);
+    return d < 0 || o < 0 || o > 2 ? nullptr : table[d][o];
   }
-  DecodeLimit get_decode(DType table, OutputDType out) const noexcept {
-    return decode[static_cast<int>(table) - 1][static_cast<int>(out)];
-  }
+  StreamRows get_stream(DType table, OutputDType out) const noexcept { return pick(stream, table, out); }
+  DecodeLimit get_decode(DType table, OutputDType out) const noexcept { return pick(decode, table, out); }
+  BagRows get_bag(DType table, OutputDType out) const noexcept { return pick(bag, table, out); }
 };
 
 const RooflineKernels& scalar_roofline();

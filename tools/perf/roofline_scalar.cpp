@@ -1,4 +1,5 @@
 // Portable build of the roofline kernels (baseline flags).
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -15,6 +16,10 @@ struct Traits {
   static V load_f16(const std::byte* p) { std::uint16_t h; __builtin_memcpy(&h, p, 2); return f16_to_f32(h); }
   static V load_bf16(const std::byte* p) { std::uint16_t h; __builtin_memcpy(&h, p, 2); return bf16_to_f32(h); }
   static V load_i8(const std::byte* p) { return static_cast<float>(static_cast<std::int8_t>(*p)); }
+  static V load_u4(const std::byte* p, bool odd) {
+    const auto pair = static_cast<unsigned>(*p);
+    return static_cast<float>(odd ? pair >> 4 : pair & 15u);
+  }
   static void store_f32(std::byte* p, V v, bool) { __builtin_memcpy(p, &v, 4); }
   static void store_f16(std::byte* p, V v, bool) { const std::uint16_t h = f32_to_f16(v); __builtin_memcpy(p, &h, 2); }
   static void store_bf16(std::byte* p, V v, bool) { const std::uint16_t h = f32_to_bf16(v); __builtin_memcpy(p, &h, 2); }

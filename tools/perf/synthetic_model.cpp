@@ -4,6 +4,7 @@
 #include <oneapi/tbb/parallel_for.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -71,7 +72,36 @@ std::string SyntheticSpec::describe() const {
   if (segments) text += ", " + std::to_string(segments) + " segments";
   if (layer_norm) text += ", LayerNorm";
   if (token_scale != 1.0) text += ", token scale " + std::to_string(token_scale);
+  if (extra.vocab) {
+    text += ", output " + extra.name + " " + std::to_string(extra.vocab) + "x" + std::to_string(extra.dim);
+    if (extra.token_scale != 1.0) text += " scale " + std::to_string(extra.token_scale);
+    if (extra.out_of_range == OutOfRangeIds::kRowZero) text += " ids past it row 0";
+  }
   return text;
+}
+
+Status gemma3n_spec(const std::string& variant, SyntheticSpec& spec) {
+  std::uint64_t hidden = 0, layers = 0;
+  if (variant == "e2b") {
+    hidden = 2048, layers = 30;
+  } else if (variant == "e4b") {
+    hidden = 2560, layers = 35;
+  } else {
+    return Error(ErrorCode::kInvalidArgument, "--synthetic-gemma3n '" + variant + "': expected e2b or e4b");
+  }
+  constexpr std::uint64_t kPerLayer = 256;  // hidden_size_per_layer_input
+  const auto bf16 = [](double v) { return static_cast<double>(bf16_to_f32(f32_to_bf16(static_cast<float>(v)))); };
+  spec = SyntheticSpec{};
+  spec.vocab = 262400;
+  spec.dim = hidden;
+  spec.dtype = DType::kBF16;
+  spec.token_scale = bf16(std::sqrt(static_cast<double>(hidden)));
+  spec.extra.vocab = 262144;  // vocab_size_per_layer_input
+  spec.extra.dim = layers * kPerLayer;
+  spec.extra.token_scale = bf16(std::sqrt(static_cast<double>(kPerLayer)));
+  spec.extra.shape = {layers, kPerLayer};
+  spec.extra.out_of_range = OutOfRangeIds::kRowZero;
+  return {};
 }
 
 Status parse_shape(const std::string& text, SyntheticSpec& spec) {
@@ -100,6 +130,16 @@ Status write_synthetic_model(const std::string& path, const SyntheticSpec& spec)
     meta.context_length = spec.positions;
   }
   if (spec.segments) tables.push_back({"segment", Role::kSegment, spec.dtype, spec.segments, spec.dim});
+  if (spec.extra.vocab) {
+    tables.push_back({spec.extra.name, Role::kOther, spec.dtype, spec.extra.vocab, spec.extra.dim});
+    OutputRules rules;
+    rules.name = spec.extra.name;
+    rules.token_table = spec.extra.name;
+    rules.token_scale = spec.extra.token_scale;
+    rules.shape = spec.extra.shape;
+    rules.out_of_range = spec.extra.out_of_range;
+    meta.outputs.push_back(std::move(rules));
+  }
   if (spec.layer_norm) {
     tables.push_back({"norm_weight", Role::kNormWeight, DType::kF32, 1, spec.dim});
     tables.push_back({"norm_bias", Role::kNormBias, DType::kF32, 1, spec.dim});
@@ -115,7 +155,7 @@ Status write_synthetic_model(const std::string& path, const SyntheticSpec& spec)
       continue;
     }
     // Token rows about +-0.05, positions smaller: the range of GPT-2's and BERT's tables.
-    const float range = s.role == Role::kToken ? 0.05f : 0.01f;
+    const float range = s.role == Role::kToken || s.role == Role::kOther ? 0.05f : 0.01f;
     tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, s.rows, 4096), [&](const tbb::blocked_range<std::uint64_t>& r) {
       for (std::uint64_t row = r.begin(); row < r.end(); ++row) {
         fill_row(writer->row(t, row), s.dtype, s.dim, (t << 40) + row, range);
@@ -141,6 +181,16 @@ Status matches(const Model& model, const SyntheticSpec& spec) {
   if (segments != spec.segments) return differs("it has " + std::to_string(segments) + " segments");
   if ((model.norm_weight() != nullptr) != spec.layer_norm) return differs("LayerNorm differs");
   if (model.metadata().token_scale != spec.token_scale) return differs("its token scale differs");
+  const auto outputs = model.outputs();
+  if (outputs.size() != (spec.extra.vocab ? 2u : 1u)) return differs("it has " + std::to_string(outputs.size()) + " outputs");
+  if (spec.extra.vocab) {
+    const OutputInfo& o = outputs[1];
+    if (o.name != spec.extra.name || o.token->rows != spec.extra.vocab || o.dim() != spec.extra.dim ||
+        o.token->dtype != spec.dtype || o.rules->token_scale != spec.extra.token_scale ||
+        o.rules->out_of_range != spec.extra.out_of_range) {
+      return differs("its output '" + o.name + "' differs");
+    }
+  }
   return {};
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "embedrt/error.hpp"
 #include "embedrt/format.hpp"
@@ -20,8 +21,22 @@ struct SyntheticSpec {
   bool layer_norm = false;      // LayerNorm weight and bias after the sum (BERT)
   double token_scale = 1.0;     // multiplies the token row (Gemma: sqrt(hidden), rounded to the dtype)
 
+  // A second output with its own token table of the same dtype (Gemma 3n's per-layer inputs:
+  // 262144 x layers*256, scale 16, ids past its rows read row 0). vocab 0: none.
+  struct Extra {
+    std::string name = "per_layer_inputs";
+    std::uint64_t vocab = 0, dim = 0;
+    double token_scale = 1.0;
+    std::vector<std::uint64_t> shape;  // of one token's output (product dim); empty: {dim}
+    OutOfRangeIds out_of_range = OutOfRangeIds::kRefuse;
+  } extra;
+
   std::string describe() const;  // "50257x768 bf16, 1024 positions"
 };
+
+// Gemma 3n's two embedding tables at full size, bf16, with transformers' scales rounded to bf16:
+// "e2b" (hidden 2048, 30 layers x 256) or "e4b" (2560, 35 x 256); an error naming the text otherwise.
+Status gemma3n_spec(const std::string& variant, SyntheticSpec& spec);
 
 // "50257x768" -> vocab and dim; an error naming the text otherwise.
 Status parse_shape(const std::string& text, SyntheticSpec& spec);
