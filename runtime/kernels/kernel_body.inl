@@ -49,7 +49,9 @@ inline std::uint64_t mapped_row(const std::byte* id_map, std::uint64_t id) noexc
   return static_cast<std::uint64_t>(row);
 }
 
-inline std::uint64_t token_row(const KernelArgs& a, std::uint64_t i) noexcept {
+// Forced inline: GCC kept this out of line, a call per token for the prefetch and one for the
+// row; inlined, the dim-64 gather runs 1.18-1.24x faster (AVX2 1.08x, GPT-2 1.02-1.04x).
+__attribute__((always_inline)) inline std::uint64_t token_row(const KernelArgs& a, std::uint64_t i) noexcept {
   return mapped_row(a.id_map, effective_id(a.ids, a.zero_outside_rows, i));
 }
 
