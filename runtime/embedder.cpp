@@ -8,12 +8,12 @@
 #include <algorithm>
 
 #include <cstdlib>
-#include <fstream>
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/partitioner.h>
 #include <string>
 
+#include "embedrt/cache_info.hpp"
 #include "kernels/kernel_args.hpp"
 
 #if defined(__has_feature)
@@ -45,36 +45,6 @@ const kernels::KernelTable& kernels_for(Isa isa) {
     case Isa::kAvx512: return kernels::avx512_kernels();
   }
   return kernels::scalar_kernels();
-}
-
-// The last-level cache one core sees, from sysfs (cpu0's highest-level data or unified cache;
-// "32768K"), as tools/perf reads it. glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) is only the fallback:
-// on the Zen 4 VM this was measured on it reports 320 MiB where sysfs says 32 MiB, which put the
-// non-temporal threshold past any real output.
-std::uint64_t last_level_cache_bytes() {
-  std::uint64_t bytes = 0;
-  int best_level = 0;
-  for (int index = 0; index < 16; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
-    int level = 0;
-    std::string type, size;
-    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) break;
-    if (type == "Instruction" || level < best_level) continue;
-    std::uint64_t value = 0;
-    std::size_t k = 0;
-    for (; k < size.size() && size[k] >= '0' && size[k] <= '9'; ++k) value = value * 10 + static_cast<std::uint64_t>(size[k] - '0');
-    const char unit = k < size.size() ? size[k] : ' ';
-    value <<= unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0;
-    if (value == 0) continue;
-    best_level = level;
-    bytes = value;
-  }
-  if (bytes > 0) return bytes;
-  const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (l3 > 0) return static_cast<std::uint64_t>(l3);
-  const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return l2 > 0 ? static_cast<std::uint64_t>(l2) : (32u << 20);
 }
 
 // Asks the OS to read in the pages holding [p, p + bytes) (a hint: errors do not matter).
@@ -165,7 +135,7 @@ Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
       }
     }
   }
-  return Embedder(std::move(model), options, isa, last_level_cache_bytes());
+  return Embedder(std::move(model), options, isa, last_level_cache().bytes);
 }
 
 std::size_t output_element_bytes(OutputDType dtype) noexcept {

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <string>
 
@@ -21,33 +20,6 @@ std::string read_line(const std::string& path) {
   return line;
 }
 
-// "32768K" -> bytes.
-std::uint64_t parse_size(const std::string& text) {
-  std::uint64_t value = 0;
-  std::size_t i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') value = value * 10 + static_cast<std::uint64_t>(text[i++] - '0');
-  if (i < text.size() && (text[i] == 'K' || text[i] == 'k')) value <<= 10;
-  if (i < text.size() && (text[i] == 'M' || text[i] == 'm')) value <<= 20;
-  return value;
-}
-
-// "0-3,8" -> 5.
-int count_cpus(const std::string& list) {
-  int count = 0;
-  std::stringstream items(list);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    const auto dash = item.find('-');
-    if (item.empty()) continue;
-    if (dash == std::string::npos) {
-      ++count;
-    } else {
-      count += std::stoi(item.substr(dash + 1)) - std::stoi(item.substr(0, dash)) + 1;
-    }
-  }
-  return count;
-}
-
 void add_smaps_field(MemoryUse& use, const std::string& line) {
   std::istringstream fields(line);
   std::string key;
@@ -61,46 +33,6 @@ void add_smaps_field(MemoryUse& use, const std::string& line) {
 
 }  // namespace
 
-CacheInfo last_level_cache() {
-  CacheInfo info;
-  const std::string base = "/sys/devices/system/cpu/cpu0/cache/";
-  std::string shared_list;
-  for (int index = 0; index < 16; ++index) {
-    const std::string dir = base + "index" + std::to_string(index) + "/";
-    const std::string level = read_line(dir + "level");
-    if (level.empty()) break;
-    const std::string type = read_line(dir + "type");
-    if (type == "Instruction") continue;
-    const int l = std::stoi(level);
-    if (l >= info.level) {
-      info.level = l;
-      info.bytes = parse_size(read_line(dir + "size"));
-      shared_list = read_line(dir + "shared_cpu_list");
-      info.shared_by_cpus = count_cpus(shared_list);
-    }
-  }
-  if (info.bytes > 0) {
-    info.source = "sysfs";
-    // Distinct caches of that level over the online CPUs.
-    std::set<std::string> distinct;
-    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-    for (long cpu = 0; cpu < cpus; ++cpu) {
-      for (int index = 0; index < 16; ++index) {
-        const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/index" + std::to_string(index) + "/";
-        const std::string level = read_line(dir + "level");
-        if (level.empty()) break;
-        if (std::stoi(level) == info.level && read_line(dir + "type") != "Instruction") {
-          distinct.insert(read_line(dir + "shared_cpu_list"));
-        }
-      }
-    }
-    info.instances = static_cast<int>(distinct.size());
-    return info;
-  }
-  const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (l3 > 0) return {static_cast<std::uint64_t>(l3), 3, 0, 0, "sysconf"};
-  return {std::uint64_t{32} << 20, 0, 0, 0, "default"};
-}
 
 std::string transparent_hugepage_mode() {
   const std::string line = read_line("/sys/kernel/mm/transparent_hugepage/enabled");

@@ -7,16 +7,13 @@
 #include <cstdint>
 #include <string>
 
+#include "embedrt/cache_info.hpp"
+
 namespace embedrt::perf {
 
-struct CacheInfo {
-  std::uint64_t bytes = 0;    // size of the last-level cache cpu0 uses
-  int level = 0;              // 3 on most servers
-  int shared_by_cpus = 0;     // logical CPUs sharing that one cache (a socket or a CCX)
-  int instances = 0;          // how many such caches the online CPUs have
-  std::string source;         // "sysfs", "sysconf" or "default"
-};
-CacheInfo last_level_cache();
+// The library's reader (one source of truth for the Embedder and the benchmarks).
+using ::embedrt::CacheInfo;
+using ::embedrt::last_level_cache;
 
 // /sys/kernel/mm/transparent_hugepage/enabled's choice ("always", "madvise", "never"), or
 // "unavailable".
