@@ -2,9 +2,13 @@
 // Included by kernel_body.inl inside its anonymous namespace, so it shares its loads, stores and
 // helpers, and is compiled once per ISA like the rest of the kernel.
 //
-// For every bag, the output is made in chunks of up to kChunkFloats values: each chunk is pooled in
-// registers (kBlockVectors vectors at a time) over all the bag's rows, in the order of the ids, so
-// every element sees exactly the reference's sequence of f32 operations:
+// For every bag, the output is made in chunks of up to kChunkFloats values. A chunk of at most
+// kBlockVectors vectors (every row of dim <= 128 with AVX-512) is pooled in registers in one pass
+// over the bag's rows; a wider one is pooled row after row into the chunk's f32 buffer in L1, so
+// each row is read once, in order, where the L2's stream prefetcher can follow it (pooling a block
+// of registers over all the rows, then the next block, read every row once per block, each
+// time 512 bytes from a different place). Either way the rows are taken in the order of the ids,
+// so every element sees exactly the reference's sequence of f32 operations:
 //   sum:  acc = acc + x            (x = row * token_scale when token_scale != 1)
 //         acc = fma(w, x, acc)     with a weight (correctly rounded on every ISA)
 //   mean: the sum, then acc / n
@@ -16,19 +20,28 @@
 // the chunks again (their rows are in cache) for a 16-bit one.
 
 constexpr std::uint64_t kBlockVectors = Traits::kWidth == 1 ? 16 : 8;  // accumulators held in registers
-constexpr std::uint64_t kChunkFloats = 256;  // a multiple of 16 (the norm's lanes) and of every block
+constexpr std::uint64_t kChunkFloats = 1024;  // 4 KiB of L1; a multiple of 16 (the norm's lanes) and of every block
 static_assert(kChunkFloats % kNormLanes == 0 && kChunkFloats % (kBlockVectors * Traits::kWidth) == 0);
 
 // The table row of id i (through the id map; row 0 for an id outside the table when the output says so).
-inline std::uint64_t bag_row(const PoolArgs& a, std::uint64_t i) noexcept {
+__attribute__((always_inline)) inline std::uint64_t bag_row(const PoolArgs& a, std::uint64_t i) noexcept {
   return mapped_row(a.id_map, effective_id(a.ids, a.zero_outside_rows, i));
 }
+
+// Software prefetch a fixed number of ids ahead of the first pass over the rows, across bag
+// boundaries (the ids of consecutive bags are consecutive), up to the end of the call's range.
+struct RowPrefetch {
+  std::uint64_t distance = 0;  // ids ahead
+  std::uint64_t bytes = 0;     // of each row (prefetch_bytes_of_row: whole narrow rows, the head of wide ones)
+  std::uint64_t ids_end = 0;   // the first id past the range
+};
 
 // The ids of one bag and what pooling them needs.
 template <DType TD>
 struct Bag {
   const PoolArgs& a;
   std::uint64_t first, last;  // ids [first, last)
+  RowPrefetch ahead;
 
   std::uint64_t row_of(std::uint64_t i) const noexcept { return bag_row(a, i); }
   const std::byte* row(std::uint64_t i) const noexcept { return a.token + row_of(i) * a.token_stride; }
@@ -38,12 +51,21 @@ struct Bag {
     if (a.weights != nullptr) return a.weights[i];
     return a.id_weights[effective_id(a.ids, a.zero_outside_rows, i)];
   }
+  // Called with each id of the first pass: the row `ahead.distance` ids later starts arriving.
+  __attribute__((always_inline)) void prefetch_ahead_of(std::uint64_t i) const noexcept {
+    if (i + ahead.distance >= ahead.ids_end) return;
+    const std::byte* row = a.token + bag_row(a, i + ahead.distance) * a.token_stride;
+    prefetch_row<TD>(row, ahead.bytes);
+    if constexpr (TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise) {
+      if (ahead.bytes < a.params_offset + 8) Traits::prefetch(row + a.params_offset);  // the scale and bias
+    }
+  }
 };
 
 // Pools `count` values from `j` (count <= kBlockVectors * W, whole vectors) of every row of the bag
 // into out[0, count): the f32 operations of the comment above, before the normalization.
 template <DType TD>
-inline void pool_block(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vectors, float* out) {
+inline void pool_block(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const PoolArgs& a = bag.a;
@@ -53,6 +75,7 @@ inline void pool_block(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vector
   const V token_scale(a.token_scale);
   const bool weighted = bag.weighted();
   for (std::uint64_t i = bag.first; i < bag.last; ++i) {
+    if (first_pass) bag.prefetch_ahead_of(i);
     const std::byte* row = bag.row(i);
     float qs, qb;
     row_quantization<TD>(row, a.params_offset, qs, qb);
@@ -74,6 +97,47 @@ inline void pool_block(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vector
     V r = mean ? acc[v] / count : acc[v];
     if (a.output_scale != 1.0f) r = r * scale;
     Traits::store_f32(reinterpret_cast<std::byte*>(out + v * W), r, false);
+  }
+}
+
+// The same for `vectors` whole vectors from `j` (more than a block), accumulated row after row in
+// out[0, vectors * W): for each element the same operations in the same order as pool_block.
+template <DType TD>
+inline void pool_rows(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  const PoolArgs& a = bag.a;
+  std::byte* acc = reinterpret_cast<std::byte*>(out);
+  const auto acc_at = [&](std::uint64_t v) { return Traits::load_f32(acc + 4 * v * W); };
+  for (std::uint64_t v = 0; v < vectors; ++v) Traits::store_f32(acc + 4 * v * W, V(0.0f), false);
+  const bool token_scaled = a.token_scale != 1.0f;
+  const V token_scale(a.token_scale);
+  const bool weighted = bag.weighted();
+  for (std::uint64_t i = bag.first; i < bag.last; ++i) {
+    if (first_pass) bag.prefetch_ahead_of(i);
+    const std::byte* row = bag.row(i);
+    float qs, qb;
+    row_quantization<TD>(row, a.params_offset, qs, qb);
+    const V w(weighted ? bag.weight(i) : 1.0f);
+    for (std::uint64_t v = 0; v < vectors; ++v) {
+      V x = load<TD>(row, j + v * W, qs, qb);
+      if (token_scaled) x = x * token_scale;
+      V r;
+      if (a.mode == PoolingMode::kMax) {
+        r = i == bag.first ? x : Traits::max_keep(x, acc_at(v));
+      } else {
+        r = weighted ? Traits::fma(w, x, acc_at(v)) : acc_at(v) + x;
+      }
+      Traits::store_f32(acc + 4 * v * W, r, false);
+    }
+  }
+  const std::uint64_t n = bag.last - bag.first;
+  const bool mean = a.mode == PoolingMode::kMean && n > 0;
+  const V count(static_cast<float>(n)), scale(a.output_scale);
+  for (std::uint64_t v = 0; v < vectors; ++v) {
+    V r = mean ? acc_at(v) / count : acc_at(v);
+    if (a.output_scale != 1.0f) r = r * scale;
+    Traits::store_f32(acc + 4 * v * W, r, false);
   }
 }
 
@@ -102,13 +166,15 @@ inline float pool_one(const Bag<TD>& bag, std::uint64_t j) {
 }
 
 // Values [c, c + count) of the pooled vector (before normalization) into chunk[0, count).
+// `first_pass`: the first time this bag's rows are read (prefetch the rows ahead).
 template <DType TD>
-inline void pool_chunk(const Bag<TD>& bag, std::uint64_t c, std::uint64_t count, float* chunk) {
+inline void pool_chunk(const Bag<TD>& bag, std::uint64_t c, std::uint64_t count, float* chunk, bool first_pass) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t whole = count / W * W;
-  for (std::uint64_t k = 0; k < whole; k += kBlockVectors * W) {
-    const std::uint64_t vectors = (whole - k) / W < kBlockVectors ? (whole - k) / W : kBlockVectors;
-    pool_block<TD>(bag, c + k, vectors, chunk + k);
+  if (whole / W > kBlockVectors) {
+    pool_rows<TD>(bag, c, whole / W, chunk, first_pass);
+  } else if (whole > 0) {
+    pool_block<TD>(bag, c, whole / W, chunk, first_pass);
   }
   for (std::uint64_t k = whole; k < count; ++k) chunk[k] = pool_one<TD>(bag, c + k);
 }
@@ -162,14 +228,16 @@ void pool_bags(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
   const std::uint64_t table_row_bytes = row_bytes(TD, dim);
-  const std::uint64_t distance = prefetch_distance(table_row_bytes);
+  const auto first_id = [&](std::uint64_t bag) { return a.offsets ? a.offsets[bag] : bag * a.length; };
+  const RowPrefetch ahead{prefetch_distance(table_row_bytes), prefetch_bytes_of_row(table_row_bytes), first_id(end)};
+  // The first rows of the range, before the first pass reaches them (later rows are prefetched
+  // `ahead.distance` ids ahead of it).
+  for (std::uint64_t i = first_id(begin); i < ahead.ids_end && i < first_id(begin) + ahead.distance; ++i) {
+    prefetch_row<TD>(a.token + bag_row(a, i) * a.token_stride, ahead.bytes);
+  }
   alignas(64) float chunk[kChunkFloats];
   for (std::uint64_t b = begin; b < end; ++b) {
-    const Bag<TD> bag{a, a.offsets ? a.offsets[b] : b * a.length, a.offsets ? a.offsets[b + 1] : (b + 1) * a.length};
-    // The rows of this bag, a prefetch distance ahead of the first pass over them.
-    for (std::uint64_t i = bag.first; i < bag.last && i < bag.first + distance; ++i) {
-      prefetch_row<TD>(bag.row(i), table_row_bytes);
-    }
+    const Bag<TD> bag{a, first_id(b), first_id(b + 1), ahead};
     std::byte* out = static_cast<std::byte*>(a.out) + b * dim * out_size(OD);
     // The squares, when normalizing: 16 lanes, and the values past the last multiple of 16 (< 16).
     V lanes[kNormLanes / W];
@@ -179,14 +247,7 @@ void pool_bags(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
     const std::uint64_t lanes_end = dim - dim % kNormLanes;
     for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
       const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
-      if (c == 0) {
-        // The rows of the next bag start arriving while this one is pooled.
-        const std::uint64_t next_last = b + 1 < end ? (a.offsets ? a.offsets[b + 2] : (b + 2) * a.length) : 0;
-        for (std::uint64_t i = bag.last; i < next_last && i < bag.last + distance; ++i) {
-          prefetch_row<TD>(a.token + bag_row(a, i) * a.token_stride, table_row_bytes);
-        }
-      }
-      pool_chunk<TD>(bag, c, count, chunk);
+      pool_chunk<TD>(bag, c, count, chunk, c == 0);
       if (a.normalize) {
         round_to_output<OD>(chunk, count);
         add_squares(chunk, c, count, lanes_end, lanes, tail, tail_count);
@@ -208,7 +269,7 @@ void pool_bags(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
       if constexpr (OD == OutputDType::kF32) {
         std::memcpy(chunk, out + 4 * c, 4 * count);  // the f32 output holds the vector already
       } else {
-        pool_chunk<TD>(bag, c, count, chunk);
+        pool_chunk<TD>(bag, c, count, chunk, false);
         round_to_output<OD>(chunk, count);
       }
       store_chunk<OD>(chunk, count, length, out, c);
