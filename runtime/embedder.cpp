@@ -506,7 +506,9 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   }
   if (bags == 0) return {};
   if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
-  if (o.rules->out_of_range == OutOfRangeIds::kRefuse) {
+  // One vectorized pass over the ids first; the bag-by-bag loop (a division per id) only names
+  // the offender when there is one.
+  if (o.rules->out_of_range == OutOfRangeIds::kRefuse && !all_below(r.ids, o.vocab_size())) {
     const std::uint64_t vocab = o.vocab_size();
     std::uint64_t b = 0;
     for (std::uint64_t i = 0; i < n; ++i) {
