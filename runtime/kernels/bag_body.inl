@@ -62,15 +62,18 @@ struct Bag {
   }
 };
 
-// Pools `count` values from `j` (count <= kBlockVectors * W, whole vectors) of every row of the bag
-// into out[0, count): the f32 operations of the comment above, before the normalization.
-template <DType TD>
-inline void pool_block(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass) {
+// Pools kVectors vectors from `j` (kVectors <= kBlockVectors) of every row of the bag into
+// out[0, kVectors * W): the f32 operations of the comment above, before the normalization. The
+// count is a template argument so that the accumulators stay in registers (with a run-time count
+// GCC kept them on the stack: a load and a store per vector and row).
+template <DType TD, std::uint64_t kVectors>
+inline void pool_block(const Bag<TD>& bag, std::uint64_t j, float* out, bool first_pass) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
+  constexpr std::uint64_t vectors = kVectors;
   const PoolArgs& a = bag.a;
-  V acc[kBlockVectors];
-  for (std::uint64_t v = 0; v < kBlockVectors; ++v) acc[v] = V(0.0f);
+  V acc[kVectors];
+  for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = V(0.0f);
   const bool token_scaled = a.token_scale != 1.0f;
   const V token_scale(a.token_scale);
   const bool weighted = bag.weighted();
@@ -98,6 +101,13 @@ inline void pool_block(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vector
     if (a.output_scale != 1.0f) r = r * scale;
     Traits::store_f32(reinterpret_cast<std::byte*>(out + v * W), r, false);
   }
+}
+
+// pool_block for a run-time count of 1 to kBlockVectors vectors.
+template <DType TD, std::size_t... kMinusOne>
+inline void pool_block_of(const Bag<TD>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass,
+                          std::index_sequence<kMinusOne...>) {
+  (void)((vectors == kMinusOne + 1 ? (pool_block<TD, kMinusOne + 1>(bag, j, out, first_pass), true) : false) || ...);
 }
 
 // The same for `vectors` whole vectors from `j` (more than a block), accumulated row after row in
@@ -174,7 +184,7 @@ inline void pool_chunk(const Bag<TD>& bag, std::uint64_t c, std::uint64_t count,
   if (whole / W > kBlockVectors) {
     pool_rows<TD>(bag, c, whole / W, chunk, first_pass);
   } else if (whole > 0) {
-    pool_block<TD>(bag, c, whole / W, chunk, first_pass);
+    pool_block_of<TD>(bag, c, whole / W, chunk, first_pass, std::make_index_sequence<kBlockVectors>());
   }
   for (std::uint64_t k = whole; k < count; ++k) chunk[k] = pool_one<TD>(bag, c + k);
 }

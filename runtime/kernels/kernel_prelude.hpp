@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "embedrt/half.hpp"
 #include "kernels/kernel_args.hpp"
