@@ -276,6 +276,29 @@ Status validate_for_output(const EmbedRequest& r, std::uint64_t n, std::uint64_t
   return valid;
 }
 
+// Calls kernel(args, begin, end) over [0, n) in contiguous chunks of `grain` on the options' arena
+// (or the caller's), every chunk seeing `args` as the caller wrote it (TSan is told: oneTBB's
+// hand-off is not visible to it).
+template <typename Args, typename Kernel>
+void run_in_chunks(Args& args, Kernel kernel, std::uint64_t n, std::uint64_t grain, const EmbedderOptions& options) {
+  const auto work = [&] {
+    EMBEDRT_TSAN_RELEASE(&args);
+    tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, n, grain),
+                      [&](const tbb::blocked_range<std::uint64_t>& range) {
+                        EMBEDRT_TSAN_ACQUIRE(&args);
+                        kernel(args, range.begin(), range.end());
+                        EMBEDRT_TSAN_RELEASE(&args);
+                      },
+                      tbb::simple_partitioner());
+    EMBEDRT_TSAN_ACQUIRE(&args);
+  };
+  if (options.arena != nullptr) {
+    options.arena->execute(work);
+  } else {
+    work();
+  }
+}
+
 // Runs one output's kernel over tokens [0, n): on the calling thread for small outputs, else in
 // chunks on a oneTBB arena.
 void run_kernel(kernels::KernelArgs& a, std::uint64_t n, OutputDType out_dtype, DType table_dtype,
@@ -298,22 +321,7 @@ void run_kernel(kernels::KernelArgs& a, std::uint64_t n, OutputDType out_dtype, 
   // to balance the load and to keep a chunk's rows within L2 while they are written.
   const std::uint64_t row_out = out_bytes / n;
   const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / row_out);
-  const auto work = [&] {
-    EMBEDRT_TSAN_RELEASE(&a);
-    tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, n, grain),
-                      [&](const tbb::blocked_range<std::uint64_t>& range) {
-                        EMBEDRT_TSAN_ACQUIRE(&a);
-                        kernel(a, range.begin(), range.end());
-                        EMBEDRT_TSAN_RELEASE(&a);
-                      },
-                      tbb::simple_partitioner());
-    EMBEDRT_TSAN_ACQUIRE(&a);
-  };
-  if (options_.arena != nullptr) {
-    options_.arena->execute(work);
-  } else {
-    work();
-  }
+  run_in_chunks(a, kernel, n, grain, options_);
 }
 
 }  // namespace
@@ -556,22 +564,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   } else {
     const std::uint64_t ids_per_bag = std::max<std::uint64_t>(1, n / bags);
     const std::uint64_t grain = std::max<std::uint64_t>(1, (128u << 10) / row_read / ids_per_bag);
-    const auto work = [&] {
-      EMBEDRT_TSAN_RELEASE(&a);
-      tbb::parallel_for(tbb::blocked_range<std::uint64_t>(0, bags, grain),
-                        [&](const tbb::blocked_range<std::uint64_t>& range) {
-                          EMBEDRT_TSAN_ACQUIRE(&a);
-                          kernel(a, range.begin(), range.end());
-                          EMBEDRT_TSAN_RELEASE(&a);
-                        },
-                        tbb::simple_partitioner());
-      EMBEDRT_TSAN_ACQUIRE(&a);
-    };
-    if (options_.arena != nullptr) {
-      options_.arena->execute(work);
-    } else {
-      work();
-    }
+    run_in_chunks(a, kernel, bags, grain, options_);
   }
   if (model_.file().lost_pages() != 0) return model_.file().damaged_error();
   return {};
