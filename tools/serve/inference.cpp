@@ -1,7 +1,9 @@
 #include "inference.hpp"
 
 #include <algorithm>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include "embedrt/version.hpp"
 
@@ -17,7 +19,11 @@ Result<InferInputs> assemble_inputs(std::vector<InputTensor> tensors) {
   InferInputs r;
   InputTensor* ids = nullptr;
   InputTensor* offsets = nullptr;
+  std::set<std::string_view> names;
   for (InputTensor& t : tensors) {
+    // A second tensor of a name would be read on top of the first (two position_start tensors
+    // gave two starts per sequence): refused, as a duplicate output is.
+    if (!names.insert(t.name).second) return bad("inputs '" + t.name + "': given twice");
     if (t.name == "input_ids") ids = &t;
     if (t.name == "bag_offsets") offsets = &t;
   }
