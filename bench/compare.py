@@ -39,34 +39,73 @@ import tempfile
 import time
 
 def draw(json_path, png_path):
+    """One panel per group of cases (horizontal bars: % of each case's roofline, every contender
+    the case has), the panels packed into two columns; colours are the same in every panel."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     with open(json_path) as f:
         result = json.load(f)
     top = max(result["meta"]["threads"])
-    cases = [c for c in result["cases"] if c["threads"] == top]
-    contenders = ["embedrt"] + [p for p in PLOTTED if any(c["medians"].get(p) for c in cases)]
-    fig, ax = plt.subplots(figsize=(13, 6))
-    width = 0.8 / len(contenders)
-    for k, name in enumerate(contenders):
-        xs, ys = [], []
-        for i, c in enumerate(cases):
-            if c["medians"].get(name):
-                xs.append(i + k * width)
-                ys.append(100 * c["medians"][name] / c["medians"]["roofline"])
-        ax.bar(xs, ys, width, label=name)
-    ax.axhline(100, color="black", linewidth=0.8)
-    ax.axhline(90, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))],
-                  [c["title"].replace(", ", "\n", 1) for c in cases], rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("% of the case's roofline (tokens/s)")
-    ax.set_title(f"embedrt and peers against each case's streaming roofline ({top} threads, {result['meta']['isa']}); "
-                 "dashed: the 90% goal", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
+    groups = {}
+    for c in result["cases"]:
+        if c["threads"] == top:
+            groups.setdefault(c["group"], []).append(c)
+    if not groups:
+        return
+    names = ("embedrt",) + EMBEDRT_VARIANTS + PLOTTED
+    colours = {n: plt.get_cmap("tab20")(k % 20) for k, n in enumerate(names)}
 
+    def bars(c):
+        return [n for n in names if c["medians"].get(n)]
+
+    def height(group):  # in bar heights: the bars, a gap after each case, the panel's title and axis
+        return sum(len(bars(c)) + 1 for c in groups[group]) + 6
+
+    columns = [[], []] if len(groups) > 1 else [[]]
+    for g in sorted(groups, key=height, reverse=True):  # the tallest groups first, each to the shorter column
+        min(columns, key=lambda col: sum(map(height, col))).append(g)
+    order = list(groups)
+    columns = [sorted(col, key=order.index) for col in columns if col]
+    tallest = max(sum(map(height, col)) for col in columns)
+    used = [n for n in names if any(c["medians"].get(n) for cs in groups.values() for c in cs)]
+    head = 0.5 + 0.2 * math.ceil(len(used) / 4)  # inches: the title and the legend
+    fig = plt.figure(figsize=(9 * len(columns), head + 0.13 * tallest), layout="constrained")
+    top_part, body = fig.subfigures(2, 1, height_ratios=[head, 0.13 * tallest])
+    top_part.suptitle(f"embedrt and peers against each case's streaming roofline ({top} thread{'s' if top > 1 else ''}, "
+                      f"{result['meta']['isa']}); solid line: 100%, dashed: the 90% goal", fontsize=10)
+    top_part.legend(handles=[matplotlib.patches.Patch(color=colours[n], label=n) for n in used], loc="lower center",
+                    ncol=min(4, len(used)), fontsize=8, frameon=False)
+    for sub, col in zip(body.subfigures(1, len(columns), squeeze=False)[0], columns):
+        ratios = [height(g) for g in col]
+        if sum(ratios) < tallest:
+            ratios.append(tallest - sum(ratios))  # blank, so every column's bars are equally thick
+        axes = sub.subplots(len(ratios), 1, gridspec_kw={"height_ratios": ratios}, squeeze=False)[:, 0]
+        for ax in axes[len(col):]:
+            ax.axis("off")
+        for ax, g in zip(axes, col):
+            y, ticks, labels = 0.0, [], []
+            peak = 100
+            for c in groups[g]:
+                present = bars(c)
+                for n in present:
+                    v = 100 * c["medians"][n] / c["medians"]["roofline"]
+                    peak = max(peak, v)
+                    ax.barh(y, v, 0.85, color=colours[n])
+                    ax.text(v + 0.5, y, f"{v:.0f}", va="center", fontsize=5.5)
+                    y += 1
+                ticks.append(y - (len(present) + 1) / 2)
+                labels.append(c["title"])
+                y += 1
+            ax.set_yticks(ticks, labels, fontsize=7)
+            ax.set_ylim(y - 0.5, -1)  # the first case on top
+            ax.set_xlim(0, 1.08 * peak)
+            ax.axvline(100, color="black", linewidth=0.8)
+            ax.axvline(90, color="black", linewidth=0.8, linestyle="--")
+            ax.tick_params(axis="x", labelsize=7)
+            ax.set_title(f"{g} ({len(groups[g])} case{'s' if len(groups[g]) > 1 else ''})", fontsize=9, loc="left")
+        axes[len(col) - 1].set_xlabel("% of the case's roofline (tokens/s)", fontsize=8)
+    fig.savefig(png_path, dpi=110)
 
 
 # Contenders drawn besides embedrt, in this order (also the report's peers).
