@@ -16,9 +16,12 @@ the gpt2 group (issue 12.5). `--name` writes a partial run beside the full one (
 
 Every case runs R rounds; in each round every contender of the case takes one sample (the median
 tokens/s of calls over --seconds), so the shared machine's noise hits all alike; the report gives
-medians of the R samples and ratios between medians. Ids rotate through 8 random sets; output
-buffers rotate too, until together they are 4x the LLC (except in the cases labelled
-cache-resident). Every table and output size is reported against the LLC the benchmark detected.
+medians of the R samples and ratios between medians. Every contender of a case rotates through
+the same number of random id sets (Case.id_sets): enough that the distinct rows they touch are 4x
+the LLC (98% of the rows of a smaller table), so narrow rows do not stay cached between calls;
+output buffers rotate too, until together they are 4x the LLC (except in the cases labelled
+cache-resident, which keep 8 id sets and one buffer). Every table, output and touched-rows size is
+reported against the LLC the benchmark detected, and the regime follows from what is touched.
 
 usage: ./tools/setup-bench-venv.sh --run bench/compare.py build/release/tools/embedrt [options]
        python3 bench/compare.py build/release/tools/embedrt --smoke --out DIR   (embedrt alone, seconds)
@@ -36,34 +39,73 @@ import tempfile
 import time
 
 def draw(json_path, png_path):
+    """One panel per group of cases (horizontal bars: % of each case's roofline, every contender
+    the case has), the panels packed into two columns; colours are the same in every panel."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     with open(json_path) as f:
         result = json.load(f)
     top = max(result["meta"]["threads"])
-    cases = [c for c in result["cases"] if c["threads"] == top]
-    contenders = ["embedrt"] + [p for p in PLOTTED if any(c["medians"].get(p) for c in cases)]
-    fig, ax = plt.subplots(figsize=(13, 6))
-    width = 0.8 / len(contenders)
-    for k, name in enumerate(contenders):
-        xs, ys = [], []
-        for i, c in enumerate(cases):
-            if c["medians"].get(name):
-                xs.append(i + k * width)
-                ys.append(100 * c["medians"][name] / c["medians"]["roofline"])
-        ax.bar(xs, ys, width, label=name)
-    ax.axhline(100, color="black", linewidth=0.8)
-    ax.axhline(90, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))],
-                  [c["title"].replace(", ", "\n", 1) for c in cases], rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("% of the case's roofline (tokens/s)")
-    ax.set_title(f"embedrt and peers against each case's streaming roofline ({top} threads, {result['meta']['isa']}); "
-                 "dashed: the 90% goal", fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
+    groups = {}
+    for c in result["cases"]:
+        if c["threads"] == top:
+            groups.setdefault(c["group"], []).append(c)
+    if not groups:
+        return
+    names = ("embedrt",) + EMBEDRT_VARIANTS + PLOTTED
+    colours = {n: plt.get_cmap("tab20")(k % 20) for k, n in enumerate(names)}
 
+    def bars(c):
+        return [n for n in names if c["medians"].get(n)]
+
+    def height(group):  # in bar heights: the bars, a gap after each case, the panel's title and axis
+        return sum(len(bars(c)) + 1 for c in groups[group]) + 6
+
+    columns = [[], []] if len(groups) > 1 else [[]]
+    for g in sorted(groups, key=height, reverse=True):  # the tallest groups first, each to the shorter column
+        min(columns, key=lambda col: sum(map(height, col))).append(g)
+    order = list(groups)
+    columns = [sorted(col, key=order.index) for col in columns if col]
+    tallest = max(sum(map(height, col)) for col in columns)
+    used = [n for n in names if any(c["medians"].get(n) for cs in groups.values() for c in cs)]
+    head = 0.5 + 0.2 * math.ceil(len(used) / 4)  # inches: the title and the legend
+    fig = plt.figure(figsize=(9 * len(columns), head + 0.13 * tallest), layout="constrained")
+    top_part, body = fig.subfigures(2, 1, height_ratios=[head, 0.13 * tallest])
+    top_part.suptitle(f"embedrt and peers against each case's streaming roofline ({top} thread{'s' if top > 1 else ''}, "
+                      f"{result['meta']['isa']}); solid line: 100%, dashed: the 90% goal", fontsize=10)
+    top_part.legend(handles=[matplotlib.patches.Patch(color=colours[n], label=n) for n in used], loc="lower center",
+                    ncol=min(4, len(used)), fontsize=8, frameon=False)
+    for sub, col in zip(body.subfigures(1, len(columns), squeeze=False)[0], columns):
+        ratios = [height(g) for g in col]
+        if sum(ratios) < tallest:
+            ratios.append(tallest - sum(ratios))  # blank, so every column's bars are equally thick
+        axes = sub.subplots(len(ratios), 1, gridspec_kw={"height_ratios": ratios}, squeeze=False)[:, 0]
+        for ax in axes[len(col):]:
+            ax.axis("off")
+        for ax, g in zip(axes, col):
+            y, ticks, labels = 0.0, [], []
+            peak = 100
+            for c in groups[g]:
+                present = bars(c)
+                for n in present:
+                    v = 100 * c["medians"][n] / c["medians"]["roofline"]
+                    peak = max(peak, v)
+                    ax.barh(y, v, 0.85, color=colours[n])
+                    ax.text(v + 0.5, y, f"{v:.0f}", va="center", fontsize=5.5)
+                    y += 1
+                ticks.append(y - (len(present) + 1) / 2)
+                labels.append(c["title"])
+                y += 1
+            ax.set_yticks(ticks, labels, fontsize=7)
+            ax.set_ylim(y - 0.5, -1)  # the first case on top
+            ax.set_xlim(0, 1.08 * peak)
+            ax.axvline(100, color="black", linewidth=0.8)
+            ax.axvline(90, color="black", linewidth=0.8, linestyle="--")
+            ax.tick_params(axis="x", labelsize=7)
+            ax.set_title(f"{g} ({len(groups[g])} case{'s' if len(groups[g]) > 1 else ''})", fontsize=9, loc="left")
+        axes[len(col) - 1].set_xlabel("% of the case's roofline (tokens/s)", fontsize=8)
+    fig.savefig(png_path, dpi=110)
 
 
 # Contenders drawn besides embedrt, in this order (also the report's peers).
@@ -114,7 +156,12 @@ if args.clock == "cpu":
     if max(THREADS) > 1:
         print("compare.py: --clock cpu under-counts multi-threaded calls (see --help); prefer --threads 1",
               file=sys.stderr)
-ID_SETS = 8
+# Id sets a case rotates through: see Case.id_sets. Cache-resident cases keep a small rotation.
+ID_SETS_MIN = 8
+ID_SETS_TOUCH = 4        # x the LLC: the distinct rows a rotation should touch, in the table's bytes
+ID_SETS_COVERAGE = 0.98  # of a table's rows: past it more sets mostly repeat rows already touched
+ID_SETS_MAX_BYTES = 256 << 20  # of int64 ids per case (embedrt bench allocates them per run)
+DRAM_TOUCHED = 3.5       # x the LLC of rows touched for the regime `dram` (a table 4x the LLC, fully covered, is)
 
 if not args.smoke and not args.from_json:
     import numpy as np
@@ -171,10 +218,10 @@ RATE = "cpu_tokens_per_second" if args.clock == "cpu" else "tokens_per_second"  
 LATENCY = "latency_seconds"
 
 
-def embedrt_sampler(key, model, batch, seq, threads, out, out_sets, *extra, residency="populate"):
+def embedrt_sampler(key, model, batch, seq, threads, out, out_sets, id_sets, *extra, residency="populate"):
     def sample():
         doc = bench(*model.flags, "--batch", batch, "--seq", seq, "--threads", threads, "--out-dtype", out,
-                    "--out-sets", out_sets, "--id-sets", ID_SETS, "--seconds", args.seconds, "--residency", residency, *extra)
+                    "--out-sets", out_sets, "--id-sets", id_sets, "--seconds", args.seconds, "--residency", residency, *extra)
         LAST[key] = doc
         return doc[RATE]
     return sample
@@ -230,8 +277,17 @@ class Rotation:
         return self.items[self.k % len(self.items)]
 
 
-def id_sets(vocab, shape, dtype=None):
-    return Rotation([torch.randint(0, vocab, shape, dtype=dtype or torch.int64) for _ in range(ID_SETS)])
+ID_TENSORS = {}  # (vocab, ids per call, sets) -> the group's id sets, shared by every peer and case that draws them
+
+
+def random_ids(vocab, shape, count):
+    """`count` random id batches of `shape` from [0, vocab), in turn. Cases of a group that draw
+    the same number of ids from the same vocabulary share the tensors (a bag case's sizes and
+    thread counts), which keeps a group's ids at one copy per table."""
+    key = (vocab, math.prod(shape), count)
+    if key not in ID_TENSORS:
+        ID_TENSORS[key] = [torch.randint(0, vocab, (key[1],)) for _ in range(count)]
+    return Rotation([t.view(shape) for t in ID_TENSORS[key]])
 
 
 def out_buffers(n, shape, dtype):
@@ -305,12 +361,48 @@ def embed_layer_norm_model(word, position, segment, gamma, beta):
 OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 
 
+def row_stride(dtype, dim):
+    """A table row's bytes in the .embt file (rows padded to 64 bytes): the cache lines a gather of
+    the row brings in. Gemma 3n's two tables are one row of their summed width (both widths are
+    multiples of 32 bf16 values, so neither pads)."""
+    def up(n, k):
+        return -(-n // k) * k
+    payload = {"f32": 4 * dim, "f16": 2 * dim, "bf16": 2 * dim, "int8": up(dim, 4) + 8, "int4": up(up(dim, 2) // 2, 4) + 4}[dtype]
+    return up(payload, 64)
+
+
+def rows_touched(vocab, draws):
+    """The distinct rows that `draws` uniformly random ids from [0, vocab) touch, on average."""
+    return vocab * -math.expm1(draws * math.log1p(-1 / vocab)) if vocab > 1 else min(vocab, draws)
+
+
+def id_sets_for(vocab, row_bytes, ids_per_call):
+    """Id sets to rotate through so that the rows they touch together are ID_SETS_TOUCH x the LLC
+    (or, for a table smaller than that, ID_SETS_COVERAGE of its rows), whatever the row width: a
+    fixed 8 sets of 8192 ids touch 16 MiB of 256-byte rows, which stay in a 32 MiB LLC between
+    calls, so a 'dram' case measured a mostly cached gather. At least ID_SETS_MIN, at most
+    ID_SETS_MAX_BYTES of int64 ids."""
+    want = min(ID_SETS_TOUCH * LLC / row_bytes, ID_SETS_COVERAGE * vocab)
+    draws = math.log1p(-want / vocab) / math.log1p(-1 / vocab) if vocab > 1 else 0  # rows_touched's inverse
+    cap = max(ID_SETS_MIN, ID_SETS_MAX_BYTES // (8 * ids_per_call))
+    return min(cap, max(ID_SETS_MIN, math.ceil(draws / ids_per_call)))
+
+
+def regime(touched_bytes, output_bytes):
+    """dram: the rows a rotation touches are DRAM_TOUCHED x the LLC and the outputs 2x; cache: both
+    fit in it together; mixed otherwise. From what the calls touch, not from the table's size: a
+    large table read through a few small id sets is a cached case."""
+    if touched_bytes >= DRAM_TOUCHED * LLC and output_bytes >= 2 * LLC:
+        return "dram"
+    return "cache" if touched_bytes + output_bytes <= LLC else "mixed"
+
+
 class Case:
     """One row of the report: a shape, dtypes, tokens per call and threads, with its contenders."""
 
-    def __init__(self, group, title, threads, tokens, dim, table, out, cached=False, bag=1):
+    def __init__(self, group, title, threads, tokens, vocab, dim, table, out, cached=False, bag=1):
         self.group, self.title, self.threads, self.tokens, self.dim = group, title, threads, tokens, dim
-        self.table, self.out, self.cached, self.bag = table, out, cached, bag
+        self.vocab, self.table, self.out, self.cached, self.bag = vocab, table, out, cached, bag
         self.key = f"{title} | {threads}t"
         self.contenders = {}  # name -> sample function
         self.samples = {}
@@ -320,6 +412,17 @@ class Case:
         if self.cached:
             return 1
         return min(1024, max(1, math.ceil(4 * LLC / (self.tokens // self.bag * self.dim * OUT_BYTES[self.out]))))
+
+    def id_sets(self):
+        """Id batches every contender of the case rotates through (embedrt's --id-sets, the peers'
+        tensors and lists): the one source of that count. A cache-resident case keeps 8 on purpose."""
+        if self.cached:
+            return ID_SETS_MIN
+        return id_sets_for(self.vocab, row_stride(self.table, self.dim), self.tokens)
+
+    def touched_bytes(self):
+        """The table bytes (whole rows) the case's id rotation touches, on average."""
+        return rows_touched(self.vocab, self.id_sets() * self.tokens) * row_stride(self.table, self.dim)
 
 
 def gpt2_group(threads_list):
@@ -338,11 +441,11 @@ def gpt2_group(threads_list):
     for t in threads_list:
         for table, out in (("f32", "f32"), ("bf16", "f32"), ("f16", "f32"), ("int8", "f32"), ("int4", "f32"), ("f32", "bf16"),
                            ("bf16", "bf16")):
-            c = Case("gpt2", f"GPT-2 {V}x{D}, {B}x{L}, {table} -> {out}", t, B * L, D, table, out)
-            c.contenders["embedrt"] = embedrt_sampler(c.key, models[table], B, L, t, out, c.out_sets())
+            c = Case("gpt2", f"GPT-2 {V}x{D}, {B}x{L}, {table} -> {out}", t, B * L, V, D, table, out)
+            c.contenders["embedrt"] = embedrt_sampler(c.key, models[table], B, L, t, out, c.out_sets(), c.id_sets())
             c.contenders["roofline"] = roofline_sampler(c.key + " roofline", table, D, B * L, t, out, c.out_sets())
             if not args.smoke:
-                ids = id_sets(V, (B, L))
+                ids = random_ids(V, (B, L), c.id_sets())
                 if (table, out) == ("f32", "f32"):
                     outs = out_buffers(c.out_sets(), (B * L, D), torch.float32)
 
@@ -354,7 +457,7 @@ def gpt2_group(threads_list):
                         torch.index_select(W, 0, ids().view(-1), out=buf)
                         buf.view(B, L, D).add_(P[:L])
 
-                    flat = id_sets(V, (B * L,))
+                    flat = random_ids(V, (B * L,), c.id_sets())
                     offsets = torch.arange(B * L)
 
                     def bag(flat=flat):
@@ -368,7 +471,7 @@ def gpt2_group(threads_list):
                     c.contenders["ONNX Runtime Gather+Add"] = ort_sampler(ort_session(onnx_model, t), {"ids": np_ids}, "out",
                                                                           np_outs, B * L, t)
                 if (table, out) == ("int8", "f32"):
-                    flat = id_sets(V, (B * L,))
+                    flat = random_ids(V, (B * L,), c.id_sets())
                     offsets = torch.arange(B * L)
 
                     def bag8(flat=flat):
@@ -418,11 +521,11 @@ def bert_group(threads_list):
         onnx_model = embed_layer_norm_model(sd["word_embeddings.weight"], sd["position_embeddings.weight"],
                                             sd["token_type_embeddings.weight"], sd["LayerNorm.weight"], sd["LayerNorm.bias"])
     for t in threads_list:
-        c = Case("bert", f"BERT-base {V}x{D} + LayerNorm, {B}x{L}, f32 -> f32", t, B * L, D, "f32", "f32")
-        c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", c.out_sets())
+        c = Case("bert", f"BERT-base {V}x{D} + LayerNorm, {B}x{L}, f32 -> f32", t, B * L, V, D, "f32", "f32")
+        c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", c.out_sets(), c.id_sets())
         c.contenders["roofline"] = roofline_sampler(c.key + " roofline", "f32", D, B * L, t, "f32", c.out_sets())
         if not args.smoke:
-            ids = id_sets(V, (B, L))
+            ids = random_ids(V, (B, L), c.id_sets())
             types, positions = torch.zeros(B, L, dtype=torch.long), torch.arange(L).unsqueeze(0)
             c.contenders["torch BERT module"] = torch_sampler(lambda ids=ids: bert(ids(), types, positions), B * L, t)
             np_ids = Rotation([i.numpy().astype(np.int32) for i in ids.items])
@@ -449,12 +552,12 @@ def big_group(threads_list, name, V, D, dtypes, B, L, token_scale=1.0):
     cases = []
     for t in threads_list:
         for table, out in dtypes:
-            c = Case(name.lower(), f"{name} {V}x{D}, {B}x{L}, {table} -> {out}", t, B * L, D, table, out)
-            c.contenders["embedrt"] = embedrt_sampler(c.key, models[table], B, L, t, out, c.out_sets())
+            c = Case(name.lower(), f"{name} {V}x{D}, {B}x{L}, {table} -> {out}", t, B * L, V, D, table, out)
+            c.contenders["embedrt"] = embedrt_sampler(c.key, models[table], B, L, t, out, c.out_sets(), c.id_sets())
             c.contenders["roofline"] = roofline_sampler(c.key + " roofline", table, D, B * L, t, out, c.out_sets())
             if not args.smoke and table == out:
                 W = tables[table]
-                ids = id_sets(V, (B, L))
+                ids = random_ids(V, (B, L), c.id_sets())
                 outs = out_buffers(c.out_sets(), (B * L, D), W.dtype)
                 emb = torch.nn.Embedding.from_pretrained(W)
                 scale = torch.tensor(token_scale, dtype=W.dtype)
@@ -476,7 +579,7 @@ def big_group(threads_list, name, V, D, dtypes, B, L, token_scale=1.0):
                 c.contenders[f"{label} tutorial"] = torch_sampler(tutorial, B * L, t)
                 c.contenders[f"{label} best"] = torch_sampler(best, B * L, t)
                 if table == "f32":
-                    flat, offsets = id_sets(V, (B * L,)), torch.arange(B * L)
+                    flat, offsets = random_ids(V, (B * L,), c.id_sets()), torch.arange(B * L)
                     c.contenders["torch embedding_bag (FBGEMM)"] = torch_sampler(
                         lambda flat=flat, W=W: torch.nn.functional.embedding_bag(flat(), W, offsets, mode="sum"), B * L, t)
             cases.append(c)
@@ -493,11 +596,11 @@ def small_group(threads_list):
         models.append(model)
         W = torch.randn(V, D) * 0.02 if not args.smoke else None
         for t in threads_list:
-            c = Case("small", f"dim {D}: {V}x{D}, {B}x{L}, f32 -> f32", t, B * L, D, "f32", "f32")
-            c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", c.out_sets())
+            c = Case("small", f"dim {D}: {V}x{D}, {B}x{L}, f32 -> f32", t, B * L, V, D, "f32", "f32")
+            c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", c.out_sets(), c.id_sets())
             c.contenders["roofline"] = roofline_sampler(c.key + " roofline", "f32", D, B * L, t, "f32", c.out_sets())
             if not args.smoke:
-                ids, outs = id_sets(V, (B * L,)), out_buffers(c.out_sets(), (B * L, D), torch.float32)
+                ids, outs = random_ids(V, (B * L,), c.id_sets()), out_buffers(c.out_sets(), (B * L, D), torch.float32)
                 offsets = torch.arange(B * L)
                 c.contenders["torch best"] = torch_sampler(
                     lambda ids=ids, outs=outs, W=W: torch.index_select(W, 0, ids(), out=outs()), B * L, t)
@@ -513,8 +616,8 @@ def cached_group(threads_list):
     model = Model("cached-f32", V, D, "f32", positions=1024)
     cases = []
     for t in threads_list:
-        c = Case("cached", f"cache-resident {V}x{D}, {B}x{L}, f32 -> f32", t, B * L, D, "f32", "f32", cached=True)
-        c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", 1)
+        c = Case("cached", f"cache-resident {V}x{D}, {B}x{L}, f32 -> f32", t, B * L, V, D, "f32", "f32", cached=True)
+        c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", 1, c.id_sets())
         c.contenders["roofline"] = roofline_sampler(c.key + " roofline", "f32", D, B * L, t, "f32", 1)
         cases.append(c)
     return cases, [model]
@@ -597,15 +700,16 @@ def residency_group():
     for label, (V, D, dtype, positions), B, L in shapes:
         model = Model(f"res-{label.split()[0].lower()}-{dtype}", V, D, dtype, positions=positions)
         models.append(model)
+        sets = id_sets_for(V, row_stride(dtype, D), B * L)  # the throughput figure follows the gathers' rule
         for mode in ("mmap", "populate", "copy"):
             for cold in (False, True):
                 key = f"{label} | {mode}{' | cold file' if cold else ''}"
 
-                def batch(model=model, mode=mode, cold=cold, B=B, L=L, key=key):
+                def batch(model=model, mode=mode, cold=cold, B=B, L=L, key=key, sets=sets):
                     if not cold:
                         model.warm()
                     doc = bench(*model.flags, "--batch", B, "--seq", L, "--threads", max(THREADS), "--seconds", args.seconds,
-                                "--residency", mode, *(["--cold-file"] if cold else []))
+                                "--residency", mode, "--id-sets", sets, *(["--cold-file"] if cold else []))
                     LAST[key] = doc
                     return doc[RATE]
 
@@ -672,13 +776,13 @@ def gemma3n_group(threads_list, variant):
             return tok(ids) * st, (plt_emb(per_layer_ids(ids)) * sp).reshape(*ids.shape, layers, 256)
 
     for t in threads_list:
-        c = Case("gemma3n", f"{name} {V}x{H} + {VP}x{PD}, {B}x{L}, bf16 -> bf16, both outputs", t, B * L, H + PD,
+        c = Case("gemma3n", f"{name} {V}x{H} + {VP}x{PD}, {B}x{L}, bf16 -> bf16, both outputs", t, B * L, V, H + PD,
                  "bf16", "bf16")
-        c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "bf16", c.out_sets())
+        c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "bf16", c.out_sets(), c.id_sets())
         c.contenders["roofline"] = roofline_sampler(c.key + " roofline", "bf16", H, B * L, t, "bf16", c.out_sets(),
                                                     shape_flags=shape)
         if not args.smoke:
-            ids = id_sets(V, (B, L))
+            ids = random_ids(V, (B, L), c.id_sets())
             outs = Rotation([(torch.empty(B * L, H, dtype=torch.bfloat16), torch.empty(B * L, PD, dtype=torch.bfloat16))
                              for _ in range(c.out_sets())])
             c.contenders["torch 2 lookups tutorial"] = torch_sampler(lambda ids=ids: tutorial(ids()), B * L, t)
@@ -734,11 +838,7 @@ def gemma3n_group(threads_list, variant):
 
 def table_rows(dtype, D, times):
     """Rows for a table `times` x the LLC in the file's row stride (rows padded to 64 bytes)."""
-    def up(n, k):
-        return -(-n // k) * k
-    payload = {"f32": 4 * D, "f16": 2 * D, "bf16": 2 * D, "int8": up(D, 4) + 8, "int4": up(up(D, 2) // 2, 4) + 4}[dtype]
-    stride = up(payload, 64)
-    return math.ceil(times * LLC / stride)
+    return math.ceil(times * LLC / row_stride(dtype, D))
 
 
 def model2vec_pooler(W):
@@ -780,14 +880,17 @@ def bags_group(threads_list):
             for N in sizes:
                 for t in threads_list:
                     bags = B * L // N
-                    c = Case("bags", f"bags of {N}: {V}x{D} {dtype}, {bags} bags a call, -> f32", t, B * L, D, dtype, "f32", bag=N)
-                    c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", c.out_sets(), "--bag", N, "--pooling", "sum")
+                    c = Case("bags", f"bags of {N}: {V}x{D} {dtype}, {bags} bags a call, -> f32", t, B * L, V, D, dtype, "f32",
+                             bag=N)
+                    c.contenders["embedrt"] = embedrt_sampler(c.key, model, B, L, t, "f32", c.out_sets(), c.id_sets(), "--bag", N,
+                                                              "--pooling", "sum")
                     c.contenders["roofline"] = roofline_sampler(c.key + " roofline", dtype, D, B * L, t, "f32", c.out_sets(), "--bag", N)
                     if dtype != "int8":
                         c.contenders["embedrt mean, normalized"] = embedrt_sampler(
-                            c.key + " mean", model, B, L, t, "f32", c.out_sets(), "--bag", N, "--pooling", "mean", "--normalize")
+                            c.key + " mean", model, B, L, t, "f32", c.out_sets(), c.id_sets(), "--bag", N, "--pooling", "mean",
+                            "--normalize")
                     if not args.smoke:
-                        flat = id_sets(V, (B * L,))
+                        flat = random_ids(V, (B * L,), c.id_sets())
                         offsets = torch.arange(0, B * L, N)
                         if dtype == "f32":
                             c.contenders["torch embedding_bag sum"] = torch_sampler(
@@ -802,15 +905,21 @@ def bags_group(threads_list):
                                 lambda flat=flat, W8=W8, o=offsets: torch.ops.quantized.embedding_bag_byte_rowwise_offsets(
                                     W8, flat(), o, False, 0, False, None, None, False), B * L, t)
                         if pooler is not None:
-                            lists = Rotation([ids.view(bags, N).tolist() for ids in flat.items])
-                            sentences = [""] * bags
+                            def m2v_sample(pooler=pooler, flat=flat, bags=bags, N=N):
+                                # The same id sets as Python lists (model2vec's tokenizer output), made
+                                # for this sample and dropped after it, so one case's lists live at a
+                                # time: ~48 bytes an id (a dim-64 f16 case: 501 sets, ~190 MiB, ~0.8 s
+                                # to build, outside the timed calls).
+                                lists = Rotation([ids.view(bags, N).tolist() for ids in flat.items])
+                                sentences = [""] * bags
 
-                            def m2v(pooler=pooler, lists=lists, sentences=sentences):
-                                ids = lists()
-                                pooler.tokenize = lambda sentences: ids
-                                return pooler._encode_batch(sentences, True)
+                                def m2v():
+                                    ids = lists()
+                                    pooler.tokenize = lambda sentences: ids
+                                    return pooler._encode_batch(sentences, True)
+                                return timed(m2v, B * L, 1)
 
-                            c.contenders["model2vec pooling (numpy)"] = lambda fn=m2v, n=B * L: timed(fn, n, 1)
+                            c.contenders["model2vec pooling (numpy)"] = m2v_sample
                     cases.append(c)
     return cases, models
 
@@ -859,7 +968,9 @@ def main():
     probe = bench("--synthetic", "1x64", "--roofline", "--batch", 1, "--seq", 64, "--seconds", 0.01)
     LLC = probe["llc"]["bytes"]
     meta = {"machine": platform.machine(), "cores": CORES, "isa": probe["isa"], "llc": probe["llc"],
-            "threads": THREADS, "rounds": args.rounds, "seconds": args.seconds, "id_sets": ID_SETS, "clock": args.clock,
+            "threads": THREADS, "rounds": args.rounds, "seconds": args.seconds, "clock": args.clock,
+            "id_sets_rule": {"min": ID_SETS_MIN, "touch_vs_llc": ID_SETS_TOUCH, "coverage": ID_SETS_COVERAGE,
+                             "max_id_bytes": ID_SETS_MAX_BYTES, "dram_touched_vs_llc": DRAM_TOUCHED},
             "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     if not args.smoke:
         meta.update(torch=torch.__version__, onnxruntime=ort.__version__, torch_capability=torch.backends.cpu.get_cpu_capability())
@@ -874,9 +985,14 @@ def main():
     def record(cases, samples):
         for c in cases:
             emb, roof = LAST[c.key], LAST[c.key + " roofline"]
+            if emb["id_sets"] != c.id_sets():
+                raise RuntimeError(f"{c.title}: embedrt bench rotated {emb['id_sets']} id sets, the case {c.id_sets()}")
+            touched = c.touched_bytes()
             result["cases"].append({
                 "group": c.group, "title": c.title, "threads": c.threads, "tokens": c.tokens, "dim": c.dim,
-                "table": c.table, "out": c.out, "bag": c.bag, "sizes": emb["sizes"], "roofline_sizes": roof["sizes"],
+                "table": c.table, "out": c.out, "bag": c.bag, "id_sets": c.id_sets(), "touched_bytes": touched,
+                "touched_vs_llc": touched / LLC, "regime": regime(touched, emb["sizes"]["output_bytes_total"]),
+                "sizes": emb["sizes"], "roofline_sizes": roof["sizes"],
                 "nontemporal_roofline": roof["nontemporal"], "isa": emb["isa"],
                 "bytes_per_token": emb.get("bytes_per_token"), "roofline_bytes_per_token": roof.get("bytes_per_token"),
                 "medians": {k: median(v) for k, v in samples[c.key].items()}, "samples": samples[c.key]})
@@ -911,12 +1027,14 @@ def main():
                         "open_seconds": doc["residency"]["open_seconds"], "first_call_seconds": doc["residency"]["first_call_seconds"],
                         "table_rss": doc["residency"]["table_rss"],
                         "table_huge": doc["residency"]["table_anon_huge"] + doc["residency"]["table_file_pmd"],
-                        "process_pss": doc["residency"]["process_pss"], "sizes": doc["sizes"], "samples": s}
+                        "process_pss": doc["residency"]["process_pss"], "sizes": doc["sizes"], "id_sets": doc["id_sets"],
+                        "samples": s}
             else:
                 raise SystemExit(f"unknown group '{group}'")
             for m in models:
                 m.remove()
             models = cases = rows = samples = None  # the group's tensors and sessions go now
+            ID_TENSORS.clear()
             gc.collect()
     finally:
         work.cleanup()
@@ -1074,6 +1192,17 @@ def bags_section(result):
 
 
 
+def id_sets_text(meta):
+    """How the ids rotated, as the run's metadata records it."""
+    if "id_sets_rule" not in meta:
+        return f"ids rotate through {meta['id_sets']} random sets"
+    r = meta["id_sets_rule"]
+    return (f"every contender of a case rotates through the case's own count of random id sets (its row in the table "
+            f"below): enough that the distinct rows they touch are {r['touch_vs_llc']}x the LLC, or "
+            f"{100 * r['coverage']:.0f}% of a table smaller than that; at least {r['min']} (the count in the "
+            f"cache-resident case), at most {mib(r['max_id_bytes'])} of int64 ids")
+
+
 def markdown(result):
     m = result["meta"]
     llc = m["llc"]
@@ -1086,22 +1215,29 @@ def markdown(result):
              + (f"; torch {m['torch']} ({m['torch_capability']}), ONNX Runtime {m['onnxruntime']}" if "torch" in m else "")
              + f". {m['rounds']} interleaved rounds of {m['seconds']} s samples, medians"
              + (", by CPU time per thread (--clock cpu)" if m.get("clock") == "cpu" else "")
-             + f"; ids rotate through {m['id_sets']} "
-             f"random sets; output buffers rotate until 4x the LLC (one buffer in the cache-resident case). "
+             + f"; {id_sets_text(m)}; output buffers rotate until 4x the LLC (one buffer in the cache-resident case). "
              f"Load average {m['load_average_start'][0]:.2f} at the start, {m['load_average_end'][0]:.2f} at the end "
              f"({m['started']}).", ""]
     if result["cases"]:
+        per_case = "id_sets_rule" in m  # runs before the per-case rule: one count, the regime from the table's size
+        rule = (f"dram = the rows the id rotation touches >= {m['id_sets_rule']['dram_touched_vs_llc']}x and outputs >= 2x "
+                "the LLC; cache = both fit in it together" if per_case else
+                "dram = table >= 4x and outputs >= 2x the LLC; cache = both fit in it")
         lines += ["Roofline: the case's table rows streamed in order into its output dtype (same ISA, threads and "
-                  "bytes), over a table 4x the LLC. Regime: dram = table >= 4x and outputs >= 2x the LLC; cache = "
-                  "both fit in it; mixed otherwise.", "",
-                  "| case | threads | table / LLC | output / LLC | regime | embedrt tokens/s | roofline | % of roofline |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  f"bytes), over a table 4x the LLC. Regime: {rule}; mixed otherwise.", ""]
+        if per_case:
+            lines += ["| case | threads | table / LLC | id sets | rows touched / LLC | output / LLC | regime | embedrt tokens/s | roofline | % of roofline |",
+                      "|---|---|---|---|---|---|---|---|---|---|"]
+        else:
+            lines += ["| case | threads | table / LLC | output / LLC | regime | embedrt tokens/s | roofline | % of roofline |",
+                      "|---|---|---|---|---|---|---|---|"]
         for c in result["cases"]:
             e, r = c["medians"]["embedrt"], c["medians"]["roofline"]
             s = c["sizes"]
-            lines.append(f"| {c['title']} | {c['threads']} | {mib(s['table_bytes'])} = {s['table_vs_llc']:.2f}x | "
-                         f"{mib(s['output_bytes_total'])} = {s['output_vs_llc']:.2f}x | {s['regime']} | {fmt_rate(e)} | "
-                         f"{fmt_rate(r)} | {100 * e / r:.0f}% |")
+            touched = f"{c['id_sets']} | {mib(c['touched_bytes'])} = {c['touched_vs_llc']:.2f}x | " if per_case else ""
+            lines.append(f"| {c['title']} | {c['threads']} | {mib(s['table_bytes'])} = {s['table_vs_llc']:.2f}x | {touched}"
+                         f"{mib(s['output_bytes_total'])} = {s['output_vs_llc']:.2f}x | {c.get('regime', s['regime'])} | "
+                         f"{fmt_rate(e)} | {fmt_rate(r)} | {100 * e / r:.0f}% |")
         peer_rows = [(c, p) for c in result["cases"] for p in PEERS if c["medians"].get(p)]
         if peer_rows:
             lines += ["", "Peers (for bags, tokens/s counts ids pooled; a mean peer is compared with embedrt's mean "
