@@ -32,7 +32,7 @@ __attribute__((always_inline)) inline std::uint64_t bag_row(const PoolArgs& a, s
 // boundaries (the ids of consecutive bags are consecutive), up to the end of the call's range.
 struct RowPrefetch {
   std::uint64_t distance = 0;  // ids ahead
-  std::uint64_t bytes = 0;     // of each row (prefetch_bytes_of_row: whole narrow rows, the head of wide ones)
+  std::uint64_t bytes = 0;     // of each row, from its start (prefetch_plan)
   std::uint64_t ids_end = 0;   // the first id past the range
 };
 
@@ -271,7 +271,8 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t dim = a.dim;
   const std::uint64_t table_row_bytes = row_bytes(TD, dim);
   const auto first_id = [&](std::uint64_t bag) { return a.offsets ? a.offsets[bag] : bag * a.length; };
-  const RowPrefetch ahead{prefetch_distance(table_row_bytes), prefetch_bytes_of_row(table_row_bytes), first_id(end)};
+  const PrefetchPlan plan = prefetch_plan(table_row_bytes);
+  const RowPrefetch ahead{plan.distance, plan.bytes, first_id(end)};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
   // `ahead.distance` ids ahead of it).
   for (std::uint64_t i = first_id(begin); i < ahead.ids_end && i < first_id(begin) + ahead.distance; ++i) {

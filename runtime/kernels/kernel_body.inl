@@ -118,29 +118,35 @@ class PositionCursor {
   std::uint64_t seq_ = 0, seq_end_ = 0, t_ = 0, nonpad_ = 0;
 };
 
-// Distance, in tokens, at which the next rows are prefetched. Measured on the GPT-2 shape
-// (embedrt bench, ids rotated over 8 batches): 2 gave 2.0-2.1 M tokens/s on one thread and
-// 4.0-4.4 M on two; 4: 2.07/4.08; 6: 1.95/3.95; 10: 1.81/3.81; none: 1.9/3.8. Farther
-// prefetches of whole rows overflow the core's miss buffers and evict rows still in use.
-constexpr std::uint64_t kPrefetchBytes = 2 * 3072;  // two f32 rows of dim 768
+// Which part of an upcoming row is prefetched, and how many rows ahead. What limits a random-row
+// gather is how many cache-line misses the core keeps in flight: a software prefetch takes a miss
+// buffer until its line arrives, and when they are all taken the prefetch instruction itself
+// stalls (perf: 40-60% of the kernel's samples on it with the old plan of ~96 lines in flight for
+// every narrow row). Measured on a 32 MiB-L3 Zen 4 (embedrt bench, 1 thread, tables in and 4x
+// past the LLC; distance:lines swept, medians of 5 interleaved rounds):
+//  - Rows of at most 5 lines (dim 64 f32, 64-256 int8, 128 f16): the first line only, 12 rows
+//    ahead. The adjacent-line prefetcher brings its pair, and the row's other lines are short
+//    demand misses the reorder window overlaps across many rows. 1.2-1.35x over whole rows 24
+//    ahead; whole rows 4 ahead were 0.93x.
+//  - Wider rows: the whole row up to 16 lines, else its first 8 lines (the L2's streamer follows
+//    the rest once the first loads train it; 48 prefetches per GPT-2 f32 row, 256 per Llama-3 f32
+//    row, filled the miss buffers), at most 2 rows ahead: GPT-2 int8 (13 lines) 1.06-1.51x and
+//    int4 (7 lines) 1.43x over the old 7 and 13 rows ahead; GPT-2 f32 unchanged (it was 2 rows).
+struct PrefetchPlan {
+  std::uint64_t distance;  // rows ahead
+  std::uint64_t bytes;     // from the row's start
+};
 
-// The same bytes in flight whatever the row size: narrower rows are prefetched more rows ahead.
-inline std::uint64_t prefetch_distance(std::uint64_t table_row_bytes) {
-  const std::uint64_t rows = kPrefetchBytes / (table_row_bytes ? table_row_bytes : 1);
-  return rows ? rows : 1;
-}
-
-// Of a row wider than kWholeRowBytes, only the first kRowHeadBytes are prefetched: the L2's
-// stream prefetcher follows the rest once the row's first loads train it, while 48 software
-// prefetches per GPT-2 f32 row (256 per Llama-3 f32 row) fill the core's miss buffers, stall the
-// prefetch instructions themselves (perf: 27-40% of the kernel's samples on them) and crowd out
-// the loads of the row being copied. Narrower rows are prefetched whole: too short to train the
-// streamer (GPT-2 int8, 13 lines: first 8 lines 0.95x, first 16 = whole 0.99x).
+constexpr std::uint64_t kNarrowRowBytes = 5 * 64;
+constexpr std::uint64_t kNarrowDistance = 12;
 constexpr std::uint64_t kWholeRowBytes = 16 * 64;
 constexpr std::uint64_t kRowHeadBytes = 8 * 64;
+constexpr std::uint64_t kWideDistanceBytes = 2 * 3072;  // two f32 rows of dim 768; one Llama-3 row
 
-inline std::uint64_t prefetch_bytes_of_row(std::uint64_t table_row_bytes) {
-  return table_row_bytes <= kWholeRowBytes ? table_row_bytes : kRowHeadBytes;
+inline PrefetchPlan prefetch_plan(std::uint64_t table_row_bytes) {
+  if (table_row_bytes <= kNarrowRowBytes) return {kNarrowDistance, 64};
+  const std::uint64_t rows = kWideDistanceBytes / table_row_bytes;
+  return {rows < 1 ? 1 : rows > 2 ? 2 : rows, table_row_bytes <= kWholeRowBytes ? table_row_bytes : kRowHeadBytes};
 }
 
 template <DType TD>
@@ -393,8 +399,8 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const bool stream = !kNorm && a.nontemporal && Traits::kCanStream &&
                       reinterpret_cast<std::uintptr_t>(out) % out_size(OD) == 0;
   PositionCursor positions(a, begin);
-  const std::uint64_t distance = prefetch_distance(table_row_bytes);
-  const std::uint64_t prefetch_bytes = prefetch_bytes_of_row(table_row_bytes);
+  const PrefetchPlan plan = prefetch_plan(table_row_bytes);
+  const std::uint64_t distance = plan.distance, prefetch_bytes = plan.bytes;
   for (std::uint64_t i = begin; i < end; ++i, out += out_row_bytes) {
     if (i + distance < end) {
       const std::uint64_t ahead = token_row(a, i + distance);
