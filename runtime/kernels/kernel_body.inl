@@ -167,6 +167,17 @@ inline typename Traits::V load(const std::byte* row, std::uint64_t j, float q_sc
   }
 }
 
+// load() where j's parity is known: a vector loop stepping by kWidth (even) from `head` keeps
+// head's parity, so an int4 row's nibble alignment is decided once per row rather than per vector.
+template <DType TD, bool kOddJ>
+inline typename Traits::V load_with_parity(const std::byte* row, std::uint64_t j, float q_scale, float q_bias) {
+  if constexpr (TD == DType::kInt4Rowwise && Traits::kWidth != 1) {
+    return Traits::load_u4(row + j / 2, kOddJ) * typename Traits::V(q_scale) + typename Traits::V(q_bias);
+  } else {
+    return load<TD>(row, j, q_scale, q_bias);
+  }
+}
+
 template <DType TD>
 inline float load_one(const std::byte* row, std::uint64_t j, float q_scale, float q_bias) {
   if constexpr (TD == DType::kF32) return load_float(row + 4 * j);
@@ -251,13 +262,24 @@ inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte
   for (std::uint64_t j = 0; j < head; ++j) scalar(j);
   const V scale(a.scale);
   const V token_scale(a.token_scale);
-  for (std::uint64_t j = head; j < body_end; j += W) {
-    V x = load<TD>(tok, j, ts, tb);
-    if (token_scaled) x = x * token_scale;
-    if (seg) x = x + load<TD>(seg, j, ss, sb);
-    if (pos) x = x + load<TD>(pos, j, ps, pb);
-    if (scaled) x = x * scale;
-    store<OD>(out, j, x, stream);
+  const auto body = [&]<bool kOddHead>() {
+    for (std::uint64_t j = head; j < body_end; j += W) {
+      V x = load_with_parity<TD, kOddHead>(tok, j, ts, tb);
+      if (token_scaled) x = x * token_scale;
+      if (seg) x = x + load_with_parity<TD, kOddHead>(seg, j, ss, sb);
+      if (pos) x = x + load_with_parity<TD, kOddHead>(pos, j, ps, pb);
+      if (scaled) x = x * scale;
+      store<OD>(out, j, x, stream);
+    }
+  };
+  if constexpr (TD == DType::kInt4Rowwise) {
+    if (head % 2 != 0) {
+      body.template operator()<true>();
+    } else {
+      body.template operator()<false>();
+    }
+  } else {
+    body.template operator()<false>();
   }
   for (std::uint64_t j = body_end; j < dim; ++j) scalar(j);
 }
