@@ -15,6 +15,7 @@
 #include <oneapi/tbb/task_arena.h>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "commands.hpp"
@@ -103,6 +104,22 @@ double cpu_seconds() {
   timespec t{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Runs `f` once, appends its wall time in nanoseconds to `into`, and returns what `f` returns
+// (the cold decode times several calls of each loop turn apart).
+template <typename F>
+auto timed_ns(std::vector<double>& into, F&& f) {
+  const auto start = clock::now();
+  const auto elapsed = [&] { into.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count()); };
+  if constexpr (std::is_void_v<decltype(f())>) {
+    f();
+    elapsed();
+  } else {
+    auto result = f();
+    elapsed();
+    return result;
+  }
 }
 
 // Per call: wall-clock seconds, and CPU seconds of the whole process divided by its threads. On a
@@ -367,40 +384,31 @@ int run_cold_decode(const BenchArgs& args, const Model& model, const Embedder& e
     const std::int64_t id = ids[k % ids.size()][0];
     request.ids = std::span<const std::int64_t>(&ids[k % ids.size()][0], 1);
     evict_all(id);
-    auto start = clock::now();
-    const Status s = embed();
-    embedrt_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
+    const Status s = timed_ns(embedrt_ns, embed);
     if (!s) return report(s.error());
     if (ahead) {
       // A and B of the prefetch: the rows evicted, the outputs left as the last call left them
       // (a decode loop reuses its buffer, so it stays cached), the same wait before both calls.
       evict_rows(id);
       other_work(args.prefetch_ahead_us);
-      start = clock::now();
-      (void)embed();
-      rows_cold_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
+      (void)timed_ns(rows_cold_ns, embed);
       evict_rows(id);
-      start = clock::now();
-      const Status p = embedder.prefetch(request.ids, selected);
-      prefetch_call_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
+      const Status p = timed_ns(prefetch_call_ns, [&] { return embedder.prefetch(request.ids, selected); });
       if (!p) return report(p.error());
       other_work(args.prefetch_ahead_us);
-      start = clock::now();
-      (void)embed();
-      prefetched_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
+      (void)timed_ns(prefetched_ns, embed);
     }
     evict_all(id);
-    start = clock::now();
-    if (colds.size() > 1) {  // every row's misses in flight before the first add (each limit prefetches its own)
-      for (const Cold& c : colds) perf::prefetch(decode_row(*c.info, id), c.row_bytes);
-    }
-    for (const Cold& c : colds) {
-      const std::uint64_t dim = c.info->dim();
-      c.limit({decode_row(*c.info, id), c.position, c.row_bytes, dim, row_params_offset(c.info->token->dtype, dim), c.out});
-    }
-    limit_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
-    start = clock::now();
-    timer_ns.push_back(std::chrono::duration<double, std::nano>(clock::now() - start).count());
+    timed_ns(limit_ns, [&] {
+      if (colds.size() > 1) {  // every row's misses in flight before the first add (each limit prefetches its own)
+        for (const Cold& c : colds) perf::prefetch(decode_row(*c.info, id), c.row_bytes);
+      }
+      for (const Cold& c : colds) {
+        const std::uint64_t dim = c.info->dim();
+        c.limit({decode_row(*c.info, id), c.position, c.row_bytes, dim, row_params_offset(c.info->token->dtype, dim), c.out});
+      }
+    });
+    timed_ns(timer_ns, [] {});
   }
   const double e = percentile(embedrt_ns, 50), l = percentile(limit_ns, 50), t = percentile(timer_ns, 50);
   const auto ns = [](const std::vector<double>& v) {
