@@ -208,6 +208,9 @@ TEST_CASE("bench: sizes against the LLC, the case's roofline, cold decode beside
   CHECK(doc["mode"] == "gather");
   CHECK(doc["llc"]["bytes"].get<std::uint64_t>() > 0);
   CHECK(doc["sizes"]["regime"] == "cache");
+  // 8 id sets of 6 ids over 12 rows of 64 bytes: 11.8 distinct rows expected, fewer than the table's 12.
+  CHECK(doc["sizes"]["touched_bytes"].get<std::uint64_t>() > 11 * 64);
+  CHECK(doc["sizes"]["touched_bytes"].get<std::uint64_t>() < 12 * 64);
   CHECK(doc["residency"]["mode"] == "copy");
   CHECK(doc["residency"]["table_rss"].get<std::uint64_t>() > 0);
   CHECK(doc["tokens_per_second"].get<double>() > 0);
@@ -220,6 +223,7 @@ TEST_CASE("bench: sizes against the LLC, the case's roofline, cold decode beside
   CHECK(doc["out_dtype"] == "bf16");
   CHECK(doc["row_stride"] == 128);  // align_up(64 codes + scale + bias, 64)
   CHECK(doc["sizes"]["table_vs_llc"].get<double>() >= 4.0);
+  CHECK(doc["sizes"]["touched_bytes"] == doc["sizes"]["table_bytes"]);  // a roofline streams every row
 
   r = run_cli(dir, "bench " + path + " --batch 1 --seq 1 --evict --seconds 0.01 --json");
   REQUIRE(r.exit_code == 0);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -159,16 +160,30 @@ Samples measure(double seconds, int threads, std::uint64_t& per_sample, Call&& c
 }
 
 // The sizes a figure depends on, against the last-level cache.
-json sizes_json(const perf::CacheInfo& llc, std::uint64_t table_bytes, std::uint64_t out_call, std::uint64_t out_sets) {
+// The bytes of the distinct rows `draws` uniform random ids touch in a table of `rows` rows:
+// rows * (1 - (1 - 1/rows)^draws) expected rows, times the row stride. bench/compare.py uses the
+// same formula to size its id sets.
+std::uint64_t touched_bytes(std::uint64_t rows, std::uint64_t stride, std::uint64_t draws) {
+  if (rows == 0) return 0;
+  const double n = static_cast<double>(rows);
+  const double expected = n * -std::expm1(static_cast<double>(draws) * std::log1p(-1.0 / n));
+  return static_cast<std::uint64_t>(expected * static_cast<double>(stride));
+}
+
+// `touched`: the table bytes the calls read (every row for a roofline, the rows the rotating id
+// sets hit for a gather). DRAM-bound needs those rows 3.5x past the cache (a table 4x the LLC,
+// fully covered, touches 3.92x) and every output buffer together 2x past it; as compare.py.
+json sizes_json(const perf::CacheInfo& llc, std::uint64_t table_bytes, std::uint64_t touched, std::uint64_t out_call,
+                std::uint64_t out_sets) {
   const double cache = static_cast<double>(llc.bytes);
   const std::uint64_t out_total = out_call * out_sets;
-  // DRAM-bound: both the table and every output buffer together are well past the cache.
-  const char* regime = table_bytes >= 4 * llc.bytes && out_total >= 2 * llc.bytes ? "dram"
-                       : table_bytes + out_total <= llc.bytes                         ? "cache"
-                                                                                       : "mixed";
-  return {{"table_bytes", table_bytes}, {"output_bytes_per_call", out_call}, {"output_bytes_total", out_total},
-          {"table_vs_llc", static_cast<double>(table_bytes) / cache}, {"output_vs_llc", static_cast<double>(out_total) / cache},
-          {"regime", regime}};
+  const char* regime = static_cast<double>(touched) >= 3.5 * cache && out_total >= 2 * llc.bytes ? "dram"
+                       : touched + out_total <= llc.bytes                                       ? "cache"
+                                                                                                 : "mixed";
+  return {{"table_bytes", table_bytes}, {"touched_bytes", touched}, {"output_bytes_per_call", out_call},
+          {"output_bytes_total", out_total}, {"table_vs_llc", static_cast<double>(table_bytes) / cache},
+          {"touched_vs_llc", static_cast<double>(touched) / cache},
+          {"output_vs_llc", static_cast<double>(out_total) / cache}, {"regime", regime}};
 }
 
 json llc_json(const perf::CacheInfo& llc) {
@@ -178,8 +193,9 @@ json llc_json(const perf::CacheInfo& llc) {
 
 std::string sizes_text(const json& sizes, const perf::CacheInfo& llc) {
   char text[256];
-  std::snprintf(text, sizeof text, "table %s = %.2fx LLC, output %s = %.2fx LLC (LLC %s): %s",
+  std::snprintf(text, sizeof text, "table %s = %.2fx LLC (rows touched %.2fx), output %s = %.2fx LLC (LLC %s): %s",
                 mib(sizes["table_bytes"].get<std::uint64_t>()).c_str(), sizes["table_vs_llc"].get<double>(),
+                sizes["touched_vs_llc"].get<double>(),
                 mib(sizes["output_bytes_total"].get<std::uint64_t>()).c_str(), sizes["output_vs_llc"].get<double>(),
                 mib(llc.bytes).c_str(), sizes["regime"].get<std::string>().c_str());
   return text;
@@ -289,7 +305,7 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
   const double tokens_per_second = static_cast<double>(tokens) / median;
   const double bytes_per_token = static_cast<double>(bytes_per_call) / static_cast<double>(tokens);
   const double gbps = tokens_per_second * bytes_per_token / 1e9;
-  const json sizes = sizes_json(llc, table_bytes, out_call, args.out_sets);
+  const json sizes = sizes_json(llc, table_bytes, table_bytes, out_call, args.out_sets);
   const StreamTable& first = tables.front();
   if (args.json) {
     json doc = {{"mode", "roofline"}, {"isa", isa_name(isa)}, {"threads", threads},
@@ -608,13 +624,15 @@ int run(const BenchArgs& args) {
   const std::uint64_t out_rows = tokens / bag;
   // Per call: each output's bytes, and the table bytes read and output bytes written per token.
   std::vector<std::uint64_t> out_bytes;
-  std::uint64_t out_call = 0, table_bytes = 0;
+  std::uint64_t out_call = 0, table_bytes = 0, touched = 0;
   double bytes_per_token = 0;
   for (std::size_t k : selected) {
     const OutputInfo& o = model->outputs()[k];
     out_bytes.push_back(out_rows * o.dim() * output_element_bytes(dtype));
     out_call += out_bytes.back();
     table_bytes += o.token->bytes.size();
+    // Ids past a second output's rows read its row 0 (Gemma 3n): count at most its rows.
+    touched += touched_bytes(std::min(o.token->rows, lead.vocab_size()), o.token->row_stride, tokens * sets);
     bytes_per_token += static_cast<double>(row_bytes(o.token->dtype, o.dim())) +
                        static_cast<double>(o.dim() * output_element_bytes(dtype)) / static_cast<double>(bag);
   }
@@ -669,7 +687,7 @@ int run(const BenchArgs& args) {
   };
 
   const TableView& token = *lead.token;
-  const json sizes = sizes_json(llc, table_bytes, out_call, out_sets);
+  const json sizes = sizes_json(llc, table_bytes, touched, out_call, out_sets);
   json output_names = json::array();
   for (std::size_t k : selected) output_names.push_back(model->outputs()[k].name);
   json doc = {{"mode", args.bag ? "bags" : "gather"},
