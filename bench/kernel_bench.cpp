@@ -12,7 +12,9 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <oneapi/tbb/task_arena.h>
@@ -93,8 +95,20 @@ void size_counters(benchmark::State& state, std::uint64_t table_bytes, std::uint
   state.counters["out_vs_llc"] = static_cast<double>(out_bytes) / static_cast<double>(llc().bytes);
 }
 
-// The gather: Args(threads, residency). Ids rotate through 8 random batches (rows touched across
-// calls exceed the LLC for tables past it).
+// How many random id batches of `tokens` ids the calls rotate through: enough that the distinct
+// rows they touch are 4x the LLC (or 98% of a smaller table's rows), at least 8, at most 256 MiB
+// of ids: bench/compare.py's rule, so that a table past the LLC is read from DRAM and not from
+// the rows a few fixed batches left in the cache (8 batches of 8192 ids at dim 64 touch 16 MiB).
+std::uint64_t id_sets_for(std::uint64_t vocab, std::uint64_t row_stride, std::uint64_t tokens) {
+  const double rows = static_cast<double>(vocab);
+  const double want = std::min(4.0 * static_cast<double>(llc().bytes) / static_cast<double>(row_stride), 0.98 * rows);
+  const double draws = rows > 1 ? std::log1p(-want / rows) / std::log1p(-1.0 / rows) : 0.0;
+  const auto sets = static_cast<std::uint64_t>(std::ceil(draws / static_cast<double>(tokens)));
+  const std::uint64_t cap = std::max<std::uint64_t>(8, (std::uint64_t{256} << 20) / (8 * tokens));
+  return std::clamp<std::uint64_t>(sets, 8, cap);
+}
+
+// The gather: Args(threads, residency). Ids rotate through id_sets_for() random batches.
 void BM_Embed(benchmark::State& state, Case c) {
   const int threads = static_cast<int>(state.range(0));
   const auto residency = static_cast<embedrt::Residency>(state.range(1));
@@ -103,7 +117,8 @@ void BM_Embed(benchmark::State& state, Case c) {
   auto embedder = embedrt::Embedder::create(model, {.arena = &arena});
   if (!embedder) return state.SkipWithError(embedder.error().message().c_str());
   const std::uint64_t tokens = c.batch * c.seq;
-  std::vector<std::vector<std::int64_t>> ids(8, std::vector<std::int64_t>(tokens));
+  const std::uint64_t sets = id_sets_for(c.spec.vocab, model.token().row_stride, tokens);
+  std::vector<std::vector<std::int64_t>> ids(sets, std::vector<std::int64_t>(tokens));
   std::mt19937_64 rng(7);
   for (auto& set : ids) {
     for (auto& id : set) id = static_cast<std::int64_t>(rng() % c.spec.vocab);
@@ -124,6 +139,7 @@ void BM_Embed(benchmark::State& state, Case c) {
   }
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = threads;
+  state.counters["id_sets"] = static_cast<double>(sets);
   size_counters(state, model.token().bytes.size(), out_bytes);
   const auto memory = embedrt::perf::range_memory(model.token().bytes.data(), model.token().bytes.size());
   state.counters["table_huge_MiB"] = static_cast<double>(memory.anon_huge + memory.file_pmd) / (1 << 20);
