@@ -12,9 +12,7 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <map>
 #include <oneapi/tbb/task_arena.h>
@@ -23,6 +21,7 @@
 
 #include "embedrt/embedder.hpp"
 #include "embedrt/embedrt.hpp"
+#include "id_rotation.hpp"
 #include "machine.hpp"
 #include "roofline.hpp"
 #include "roofline_kernels.hpp"
@@ -95,20 +94,8 @@ void size_counters(benchmark::State& state, std::uint64_t table_bytes, std::uint
   state.counters["out_vs_llc"] = static_cast<double>(out_bytes) / static_cast<double>(llc().bytes);
 }
 
-// How many random id batches of `tokens` ids the calls rotate through: enough that the distinct
-// rows they touch are 4x the LLC (or 98% of a smaller table's rows), at least 8, at most 256 MiB
-// of ids: bench/compare.py's rule, so that a table past the LLC is read from DRAM and not from
-// the rows a few fixed batches left in the cache (8 batches of 8192 ids at dim 64 touch 16 MiB).
-std::uint64_t id_sets_for(std::uint64_t vocab, std::uint64_t row_stride, std::uint64_t tokens) {
-  const double rows = static_cast<double>(vocab);
-  const double want = std::min(4.0 * static_cast<double>(llc().bytes) / static_cast<double>(row_stride), 0.98 * rows);
-  const double draws = rows > 1 ? std::log1p(-want / rows) / std::log1p(-1.0 / rows) : 0.0;
-  const auto sets = static_cast<std::uint64_t>(std::ceil(draws / static_cast<double>(tokens)));
-  const std::uint64_t cap = std::max<std::uint64_t>(8, (std::uint64_t{256} << 20) / (8 * tokens));
-  return std::clamp<std::uint64_t>(sets, 8, cap);
-}
-
-// The gather: Args(threads, residency). Ids rotate through id_sets_for() random batches.
+// The gather: Args(threads, residency). Ids rotate through enough random batches to touch 4x the
+// LLC of rows (perf::id_sets_for): 8 fixed batches of 8192 ids at dim 64 touch 16 MiB, which stays cached.
 void BM_Embed(benchmark::State& state, Case c) {
   const int threads = static_cast<int>(state.range(0));
   const auto residency = static_cast<embedrt::Residency>(state.range(1));
@@ -117,7 +104,7 @@ void BM_Embed(benchmark::State& state, Case c) {
   auto embedder = embedrt::Embedder::create(model, {.arena = &arena});
   if (!embedder) return state.SkipWithError(embedder.error().message().c_str());
   const std::uint64_t tokens = c.batch * c.seq;
-  const std::uint64_t sets = id_sets_for(c.spec.vocab, model.token().row_stride, tokens);
+  const std::uint64_t sets = embedrt::perf::id_sets_for(c.spec.vocab, model.token().row_stride, tokens, llc().bytes);
   std::vector<std::vector<std::int64_t>> ids(sets, std::vector<std::int64_t>(tokens));
   std::mt19937_64 rng(7);
   for (auto& set : ids) {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -21,6 +20,7 @@
 
 #include "commands.hpp"
 #include "embedrt/embedder.hpp"
+#include "id_rotation.hpp"
 #include "machine.hpp"
 #include "roofline.hpp"
 #include "roofline_kernels.hpp"
@@ -160,16 +160,6 @@ Samples measure(double seconds, int threads, std::uint64_t& per_sample, Call&& c
 }
 
 // The sizes a figure depends on, against the last-level cache.
-// The bytes of the distinct rows `draws` uniform random ids touch in a table of `rows` rows:
-// rows * (1 - (1 - 1/rows)^draws) expected rows, times the row stride. bench/compare.py uses the
-// same formula to size its id sets.
-std::uint64_t touched_bytes(std::uint64_t rows, std::uint64_t stride, std::uint64_t draws) {
-  if (rows == 0) return 0;
-  const double n = static_cast<double>(rows);
-  const double expected = n * -std::expm1(static_cast<double>(draws) * std::log1p(-1.0 / n));
-  return static_cast<std::uint64_t>(expected * static_cast<double>(stride));
-}
-
 // `touched`: the table bytes the calls read (every row for a roofline, the rows the rotating id
 // sets hit for a gather). DRAM-bound needs those rows 3.5x past the cache (a table 4x the LLC,
 // fully covered, touches 3.92x) and every output buffer together 2x past it; as compare.py.
@@ -632,7 +622,7 @@ int run(const BenchArgs& args) {
     out_call += out_bytes.back();
     table_bytes += o.token->bytes.size();
     // Ids past a second output's rows read its row 0 (Gemma 3n): count at most its rows.
-    touched += touched_bytes(std::min(o.token->rows, lead.vocab_size()), o.token->row_stride, tokens * sets);
+    touched += perf::touched_bytes(std::min(o.token->rows, lead.vocab_size()), o.token->row_stride, tokens * sets);
     bytes_per_token += static_cast<double>(row_bytes(o.token->dtype, o.dim())) +
                        static_cast<double>(o.dim() * output_element_bytes(dtype)) / static_cast<double>(bag);
   }
