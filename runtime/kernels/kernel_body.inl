@@ -149,6 +149,11 @@ inline PrefetchPlan prefetch_plan(std::uint64_t table_row_bytes) {
   return {rows < 1 ? 1 : rows > 2 ? 2 : rows, table_row_bytes <= kWholeRowBytes ? table_row_bytes : kRowHeadBytes};
 }
 
+// kWidth int4 codes from element j (`odd`: j is odd, the first code is a high nibble), dequantized.
+inline typename Traits::V load_int4_vector(const std::byte* row, std::uint64_t j, bool odd, float q_scale, float q_bias) {
+  return Traits::load_u4(row + j / 2, odd) * typename Traits::V(q_scale) + typename Traits::V(q_bias);
+}
+
 template <DType TD>
 inline typename Traits::V load(const std::byte* row, std::uint64_t j, float q_scale, float q_bias) {
   if constexpr (TD == DType::kF32) return Traits::load_f32(row + 4 * j);
@@ -162,7 +167,7 @@ inline typename Traits::V load(const std::byte* row, std::uint64_t j, float q_sc
       const auto byte = static_cast<unsigned>(row[j / 2]);
       return static_cast<float>(j % 2 ? byte >> 4 : byte & 0xfu) * q_scale + q_bias;
     } else {  // kWidth elements from j: from the high nibble of byte j / 2 when j is odd (a peeled row)
-      return Traits::load_u4(row + j / 2, j % 2 != 0) * typename Traits::V(q_scale) + typename Traits::V(q_bias);
+      return load_int4_vector(row, j, j % 2 != 0, q_scale, q_bias);
     }
   }
 }
@@ -172,7 +177,7 @@ inline typename Traits::V load(const std::byte* row, std::uint64_t j, float q_sc
 template <DType TD, bool kOddJ>
 inline typename Traits::V load_with_parity(const std::byte* row, std::uint64_t j, float q_scale, float q_bias) {
   if constexpr (TD == DType::kInt4Rowwise && Traits::kWidth != 1) {
-    return Traits::load_u4(row + j / 2, kOddJ) * typename Traits::V(q_scale) + typename Traits::V(q_bias);
+    return load_int4_vector(row, j, kOddJ, q_scale, q_bias);
   } else {
     return load<TD>(row, j, q_scale, q_bias);
   }
