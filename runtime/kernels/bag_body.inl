@@ -59,10 +59,8 @@ struct Bag {
   RowPrefetch ahead;
 
   __attribute__((always_inline)) std::uint64_t row_index(std::uint64_t i) const noexcept {
-    if constexpr (P == BagPath::kPlainNarrow) {
-      return static_cast<std::uint64_t>(static_cast<const std::int32_t*>(a.ids.data)[i]);
-    } else if constexpr (P == BagPath::kPlainWide) {
-      return static_cast<std::uint64_t>(static_cast<const std::int64_t*>(a.ids.data)[i]);
+    if constexpr (kPlain) {
+      return id_of_width<P == BagPath::kPlainWide>(a.ids.data, i);
     } else {
       return bag_row(a, i);
     }

@@ -29,9 +29,18 @@ inline std::uint16_t load_u16(const std::byte* p) noexcept {
 }
 inline void store_u16(std::byte* p, std::uint16_t v) noexcept { std::memcpy(p, &v, 2); }
 
+// Id i of an array of 64-bit (`kWide`) or 32-bit ids.
+template <bool kWide>
+inline std::uint64_t id_of_width(const void* ids, std::uint64_t i) noexcept {
+  if constexpr (kWide) {
+    return static_cast<std::uint64_t>(static_cast<const std::int64_t*>(ids)[i]);
+  } else {
+    return static_cast<std::uint64_t>(static_cast<const std::int32_t*>(ids)[i]);
+  }
+}
+
 inline std::uint64_t id_at(RawIds ids, std::uint64_t i) noexcept {
-  return ids.wide ? static_cast<std::uint64_t>(static_cast<const std::int64_t*>(ids.data)[i])
-                  : static_cast<std::uint64_t>(static_cast<const std::int32_t*>(ids.data)[i]);
+  return ids.wide ? id_of_width<true>(ids.data, i) : id_of_width<false>(ids.data, i);
 }
 
 // The id token i stands for: its own, or 0 for an id outside the table when the output maps those
