@@ -4,10 +4,10 @@
 //
 // For every bag, the output is made in chunks of up to kChunkFloats values. A chunk of at most
 // kBlockVectors vectors (every row of dim <= 128 with AVX-512) is pooled in registers in one pass
-// over the bag's rows; a wider one is pooled row after row into the chunk's f32 buffer in L1, so
-// each row is read once, in order, where the L2's stream prefetcher can follow it (pooling a block
-// of registers over all the rows, then the next block, read every row once per block, each
-// time 512 bytes from a different place). Either way the rows are taken in the order of the ids,
+// over the bag's rows; a wider one is pooled row after row into the chunk's f32 values (the output
+// row itself when it is f32, else a buffer in L1), so each row is read once, in order, where the
+// L2's stream prefetcher can follow it (pooling a block of registers over all the rows, then the
+// next block, read every row once per block, each time 512 bytes from a different place). Either way the rows are taken in the order of the ids,
 // so every element sees exactly the reference's sequence of f32 operations:
 //   sum:  acc = acc + x            (x = row * token_scale when token_scale != 1)
 //         acc = fma(w, x, acc)     with a weight (correctly rounded on every ISA)
@@ -252,6 +252,19 @@ inline void store_chunk(const float* chunk, std::uint64_t count, float divisor, 
   for (std::uint64_t k = whole; k < count; ++k) store_one<OD>(out, c + k, divisor != 1.0f ? chunk[k] / divisor : chunk[k]);
 }
 
+// row[0, count) / divisor, in place.
+inline void divide_in_place(float* row, std::uint64_t count, float divisor) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  const std::uint64_t whole = count / W * W;
+  const V d(divisor);
+  for (std::uint64_t k = 0; k < whole; k += W) {
+    std::byte* p = reinterpret_cast<std::byte*>(row + k);
+    Traits::store_f32(p, Traits::load_f32(p) / d, false);
+  }
+  for (std::uint64_t k = whole; k < count; ++k) row[k] = row[k] / divisor;
+}
+
 // chunk[0, count) as the output dtype holds them (16-bit outputs: rounded, read back as f32).
 template <OutputDType OD>
 inline void round_to_output(float* chunk, std::uint64_t count) {
@@ -276,6 +289,10 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   for (std::uint64_t i = first_id(begin); i < ahead.ids_end && i < first_id(begin) + ahead.distance; ++i) {
     prefetch_row<TD>(a.token + bag_row(a, i) * a.token_stride, ahead.bytes);
   }
+  // An f32 output row is pooled where it goes; a 16-bit one is pooled into `chunk` in L1 and
+  // rounded from there. (Pooling every row into `chunk` and copying it out cost bags of 8 ids up to
+  // a sixth of their time: GCC made the copy a `rep movsq`, which held back the next bag's loads.)
+  constexpr bool kPoolInPlace = OD == OutputDType::kF32;
   alignas(64) float chunk[kChunkFloats];
   for (std::uint64_t b = begin; b < end; ++b) {
     const Bag<TD, P> bag{a, first_id(b), first_id(b + 1), ahead};
@@ -288,12 +305,13 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
     const std::uint64_t lanes_end = dim - dim % kNormLanes;
     for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
       const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
-      pool_chunk(bag, c, count, chunk, c == 0);
+      float* pooled = kPoolInPlace ? reinterpret_cast<float*>(out) + c : chunk;
+      pool_chunk(bag, c, count, pooled, c == 0);
       if (a.normalize) {
-        round_to_output<OD>(chunk, count);
-        add_squares(chunk, c, count, lanes_end, lanes, tail, tail_count);
+        round_to_output<OD>(pooled, count);
+        add_squares(pooled, c, count, lanes_end, lanes, tail, tail_count);
       }
-      if (!a.normalize || OD == OutputDType::kF32) store_chunk<OD>(chunk, count, 1.0f, out, c);
+      if (!kPoolInPlace && !a.normalize) store_chunk<OD>(chunk, count, 1.0f, out, c);
     }
     if (!a.normalize) continue;
     alignas(64) float lane_values[kNormLanes];
@@ -305,14 +323,14 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
     for (std::uint64_t k = 0; k < tail_count; ++k) squares += tail[k];
     // A zero vector (an empty bag) stays zero.
     const float length = squares > 0.0f ? __builtin_sqrtf(squares) : 1.0f;
+    if constexpr (kPoolInPlace) {
+      divide_in_place(reinterpret_cast<float*>(out), dim, length);
+      continue;
+    }
     for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
       const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
-      if constexpr (OD == OutputDType::kF32) {
-        std::memcpy(chunk, out + 4 * c, 4 * count);  // the f32 output holds the vector already
-      } else {
-        pool_chunk(bag, c, count, chunk, false);
-        round_to_output<OD>(chunk, count);
-      }
+      pool_chunk(bag, c, count, chunk, false);
+      round_to_output<OD>(chunk, count);
       store_chunk<OD>(chunk, count, length, out, c);
     }
   }
