@@ -282,7 +282,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t dim = a.dim;
   const std::uint64_t table_row_bytes = row_bytes(TD, dim);
   const auto first_id = [&](std::uint64_t bag) { return a.offsets ? a.offsets[bag] : bag * a.length; };
-  const PrefetchPlan plan = prefetch_plan(table_row_bytes);
+  const PrefetchPlan plan = prefetch_plan(table_row_bytes, kBagReach);
   const RowPrefetch ahead{plan.distance, plan.bytes, first_id(end)};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
   // `ahead.distance` ids ahead of it).

@@ -139,23 +139,35 @@ class PositionCursor {
 //    ahead; whole rows 4 ahead were 0.93x.
 //  - Wider rows: the whole row up to 16 lines, else its first 8 lines (the L2's streamer follows
 //    the rest once the first loads train it; 48 prefetches per GPT-2 f32 row, 256 per Llama-3 f32
-//    row, filled the miss buffers), at most 2 rows ahead: GPT-2 int8 (13 lines) 1.06-1.51x and
-//    int4 (7 lines) 1.43x over the old 7 and 13 rows ahead; GPT-2 f32 unchanged (it was 2 rows).
+//    row, filled the miss buffers), about 6 KiB of rows and at most 2 rows ahead: GPT-2 int8 (13
+//    lines) 1.06-1.51x and int4 (7 lines) 1.43x over the old 7 and 13 rows ahead; GPT-2 f32
+//    unchanged (it was 2 rows).
+//  - Bags let the rows of 6 KiB ahead be up to 8: pooling stores nothing per row, so fewer
+//    instructions separate the rows and more of them fit in the core's window. 512-byte f16 rows
+//    (dim 256) pooled 1.15x faster 8 rows ahead than 2 (bags of 8, tables 4x the LLC); rows of
+//    1 KiB to 3 KiB were within 3% anywhere from 2 to 8 rows ahead.
 struct PrefetchPlan {
   std::uint64_t distance;  // rows ahead
   std::uint64_t bytes;     // from the row's start
 };
 
+// How far ahead wide rows are prefetched: about `bytes` of rows, from 1 to `max_rows` rows.
+struct WideRowReach {
+  std::uint64_t bytes, max_rows;
+};
+constexpr WideRowReach kGatherReach{2 * 3072, 2};  // two f32 rows of dim 768; one Llama-3 row
+constexpr WideRowReach kBagReach{2 * 3072, 8};
+
 constexpr std::uint64_t kNarrowRowBytes = 5 * 64;
 constexpr std::uint64_t kNarrowDistance = 12;
 constexpr std::uint64_t kWholeRowBytes = 16 * 64;
 constexpr std::uint64_t kRowHeadBytes = 8 * 64;
-constexpr std::uint64_t kWideDistanceBytes = 2 * 3072;  // two f32 rows of dim 768; one Llama-3 row
 
-inline PrefetchPlan prefetch_plan(std::uint64_t table_row_bytes) {
+inline PrefetchPlan prefetch_plan(std::uint64_t table_row_bytes, WideRowReach reach) {
   if (table_row_bytes <= kNarrowRowBytes) return {kNarrowDistance, 64};
-  const std::uint64_t rows = kWideDistanceBytes / table_row_bytes;
-  return {rows < 1 ? 1 : rows > 2 ? 2 : rows, table_row_bytes <= kWholeRowBytes ? table_row_bytes : kRowHeadBytes};
+  const std::uint64_t rows = reach.bytes / table_row_bytes;
+  return {rows < 1 ? 1 : rows > reach.max_rows ? reach.max_rows : rows,
+          table_row_bytes <= kWholeRowBytes ? table_row_bytes : kRowHeadBytes};
 }
 
 // kWidth int4 codes from element j (`odd`: j is odd, the first code is a high nibble), dequantized.
@@ -450,7 +462,7 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const bool stream = !kNorm && a.nontemporal && Traits::kCanStream &&
                       reinterpret_cast<std::uintptr_t>(out) % out_size(OD) == 0;
   PositionCursor positions(a, begin);
-  const PrefetchPlan plan = prefetch_plan(table_row_bytes);
+  const PrefetchPlan plan = prefetch_plan(table_row_bytes, kGatherReach);
   const std::uint64_t distance = plan.distance, prefetch_bytes = plan.bytes;
   // A 16-bit row that leaves as it is (the output dtype is the table's, nothing added or scaled)
   // is copied: converting it to f32 and rounding it back is the identity except that it quiets a
