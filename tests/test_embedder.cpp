@@ -602,28 +602,33 @@ TEST_CASE("output spans: the element type is the dtype; raw bytes are checked") 
   static_assert(!std::is_constructible_v<OutputSpan, std::span<std::uint16_t>>);
 }
 
-TEST_CASE("16-bit tables into the same dtype: the table's bits, NaN payloads included, every ISA, streaming or not") {
-  // torch's gather copies a bf16 or f16 row; so does the kernel when nothing is added or scaled.
-  // Rounding through f32 would quiet a signalling NaN (0x7f81 -> 0x7fc1).
+TEST_CASE("tables into their own dtype: the table's bits, NaN payloads included, every ISA, streaming or not") {
+  // torch's gather copies a row; so does the kernel when nothing is added or scaled. Rounding a
+  // 16-bit value through f32 would quiet a signalling NaN (0x7f81 -> 0x7fc1); an f32 row must not
+  // go through any arithmetic either.
   struct Case {
     DType dtype;
     OutputDType out;
-    std::vector<std::uint16_t> specials;
+    std::size_t width;  // bytes per element
+    std::vector<std::uint32_t> specials;
   };
   const Case cases[] = {
-      {DType::kBF16, OutputDType::kBF16, {0x7f81, 0xffc1, 0x7f80, 0xff80, 0x8000, 0x0001, 0x807f, 0x3f80}},
-      {DType::kF16, OutputDType::kF16, {0x7c01, 0xfe01, 0x7c00, 0xfc00, 0x8000, 0x0001, 0x83ff, 0x3c00}},
+      {DType::kBF16, OutputDType::kBF16, 2, {0x7f81, 0xffc1, 0x7f80, 0xff80, 0x8000, 0x0001, 0x807f, 0x3f80}},
+      {DType::kF16, OutputDType::kF16, 2, {0x7c01, 0xfe01, 0x7c00, 0xfc00, 0x8000, 0x0001, 0x83ff, 0x3c00}},
+      {DType::kF32, OutputDType::kF32, 4,
+       {0x7f800001, 0xffc00001, 0x7f800000, 0xff800000, 0x80000000, 0x00000001, 0x807fffff, 0x3f800000}},
   };
   TempDir dir;
-  const std::uint64_t vocab = 5, dim = 37;  // odd: rows start at every 2-byte offset of a vector
+  const std::uint64_t vocab = 5, dim = 37;  // odd: rows start at every element offset of a vector
   for (const Case& c : cases) {
     CAPTURE(dtype_name(c.dtype));
-    std::vector<std::uint16_t> table(vocab * dim);
+    std::vector<std::byte> table(vocab * dim * c.width);
     std::mt19937 rng(7);
-    for (std::size_t k = 0; k < table.size(); ++k) {
-      table[k] = k % 3 == 0 ? c.specials[k % c.specials.size()] : static_cast<std::uint16_t>(rng());
+    for (std::size_t k = 0; k < vocab * dim; ++k) {
+      const std::uint32_t bits = k % 3 == 0 ? c.specials[k % c.specials.size()] : static_cast<std::uint32_t>(rng());
+      std::memcpy(table.data() + k * c.width, &bits, c.width);  // little-endian: the low bytes
     }
-    const TableData tables[] = {{{"tok", Role::kToken, c.dtype, vocab, dim}, std::as_bytes(std::span(table))}};
+    const TableData tables[] = {{{"tok", Role::kToken, c.dtype, vocab, dim}, table}};
     const std::string path = dir.file(std::string(dtype_name(c.dtype)) + "-copy.embt");
     REQUIRE(write_table_file(path, tables, Metadata{}));
     auto model = Model::open(path);
@@ -632,6 +637,7 @@ TEST_CASE("16-bit tables into the same dtype: the table's bits, NaN payloads inc
     for (int k = 0; k < 64; ++k) ids.push_back(static_cast<std::int64_t>((k * 3 + k / 7) % vocab));
     EmbedRequest r;
     r.ids = ids;
+    const std::size_t row = dim * c.width;
     for (Isa isa : supported_isas()) {
       for (NonTemporal nt : {NonTemporal::kNever, NonTemporal::kAlways}) {
         CAPTURE(isa_name(isa));
@@ -639,14 +645,14 @@ TEST_CASE("16-bit tables into the same dtype: the table's bits, NaN payloads inc
         auto embedder = Embedder::create(*model, {.isa = isa, .nontemporal = nt});
         REQUIRE(embedder);
         // One element past a 64-byte boundary, so streaming stores must peel to reach alignment.
-        std::vector<std::uint16_t> storage(ids.size() * dim + 64);
+        std::vector<std::uint32_t> storage((ids.size() * row + 128) / 4);
         auto* base = reinterpret_cast<std::byte*>(storage.data());
-        std::byte* first = base + (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64 + 2;
-        const auto bytes = std::span<std::byte>(first, ids.size() * dim * 2);
+        std::byte* first = base + (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64 + c.width;
+        const auto bytes = std::span<std::byte>(first, ids.size() * row);
         REQUIRE(embedder->embed(r, OutputSpan::from_bytes(bytes, c.out).value()));
         std::size_t wrong = 0;
         for (std::size_t t = 0; t < ids.size(); ++t) {
-          wrong += std::memcmp(first + t * dim * 2, table.data() + static_cast<std::size_t>(ids[t]) * dim, dim * 2) != 0;
+          wrong += std::memcmp(first + t * row, table.data() + static_cast<std::size_t>(ids[t]) * row, row) != 0;
         }
         CHECK(wrong == 0);
       }

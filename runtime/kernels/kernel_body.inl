@@ -479,13 +479,15 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   PositionCursor positions(a, begin);
   const PrefetchPlan plan = gather_prefetch_plan(table_row_bytes, out_row_bytes);
   const std::uint64_t distance = plan.distance, prefetch_bytes = plan.bytes;
-  // A 16-bit row that leaves as it is (the output dtype is the table's, nothing added or scaled)
-  // is copied: converting it to f32 and rounding it back is the identity except that it quiets a
-  // signalling NaN, which torch's gather does not do either, and the conversion and rounding cost
-  // Llama-3's bf16 -> bf16 gather a quarter of its time (see the commit). f32 rows already go
-  // through a plain load and store.
+  // A row that leaves as it is (the output dtype is the table's, nothing added or scaled) is
+  // copied. For a 16-bit row, converting it to f32 and rounding it back is the identity except that
+  // it quiets a signalling NaN, which torch's gather does not do either, and the conversion and
+  // rounding cost Llama-3's bf16 -> bf16 gather a quarter of its time (see the commit). An f32 row
+  // went through embed_row's loads and stores, bits unchanged, but its checks for the rows to add
+  // cost f32 dim 64-128 5-12% of their time (see the commit).
   constexpr bool kSameBits = !kNorm && ((TD == DType::kBF16 && OD == OutputDType::kBF16) ||
-                                        (TD == DType::kF16 && OD == OutputDType::kF16));
+                                        (TD == DType::kF16 && OD == OutputDType::kF16) ||
+                                        (TD == DType::kF32 && OD == OutputDType::kF32));
   const bool copy_rows =
       kSameBits && a.segment == nullptr && a.position == nullptr && a.scale == 1.0f && a.token_scale == 1.0f;
   for (std::uint64_t i = begin; i < end; ++i, out += out_row_bytes) {
