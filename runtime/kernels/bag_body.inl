@@ -7,8 +7,9 @@
 // over the bag's rows; a wider one is pooled row after row into the chunk's f32 values (the output
 // row itself when it is f32, else a buffer in L1), so each row is read once, in order, where the
 // L2's stream prefetcher can follow it (pooling a block of registers over all the rows, then the
-// next block, read every row once per block, each time 512 bytes from a different place). Either way the rows are taken in the order of the ids,
-// so every element sees exactly the reference's sequence of f32 operations:
+// next block, read every row once per block, each time 512 bytes from a different place). Either
+// way the rows are taken in the order of the ids, so every element sees exactly the reference's
+// sequence of f32 operations:
 //   sum:  acc = acc + x            (x = row * token_scale when token_scale != 1)
 //         acc = fma(w, x, acc)     with a weight (correctly rounded on every ISA)
 //   mean: the sum, then acc / n
