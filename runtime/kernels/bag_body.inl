@@ -253,19 +253,6 @@ inline void store_chunk(const float* chunk, std::uint64_t count, float divisor, 
   for (std::uint64_t k = whole; k < count; ++k) store_one<OD>(out, c + k, divisor != 1.0f ? chunk[k] / divisor : chunk[k]);
 }
 
-// row[0, count) / divisor, in place.
-inline void divide_in_place(float* row, std::uint64_t count, float divisor) {
-  using V = typename Traits::V;
-  constexpr std::uint64_t W = Traits::kWidth;
-  const std::uint64_t whole = count / W * W;
-  const V d(divisor);
-  for (std::uint64_t k = 0; k < whole; k += W) {
-    std::byte* p = reinterpret_cast<std::byte*>(row + k);
-    Traits::store_f32(p, Traits::load_f32(p) / d, false);
-  }
-  for (std::uint64_t k = whole; k < count; ++k) row[k] = row[k] / divisor;
-}
-
 // chunk[0, count) as the output dtype holds them (16-bit outputs: rounded, read back as f32).
 template <OutputDType OD>
 inline void round_to_output(float* chunk, std::uint64_t count) {
@@ -309,12 +296,12 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
   const std::uint64_t table_row_bytes = row_bytes(TD, dim);
-  const auto first_id = [&](std::uint64_t bag) { return first_id_of(a, bag); };
   const PrefetchPlan plan = prefetch_plan(table_row_bytes, kBagReach);
-  const RowPrefetch ahead{plan.distance, plan.bytes, first_id(end)};
+  const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end)};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
   // `ahead.distance` ids ahead of it).
-  for (std::uint64_t i = first_id(begin); i < ahead.ids_end && i < first_id(begin) + ahead.distance; ++i) {
+  const std::uint64_t range_first = first_id_of(a, begin);
+  for (std::uint64_t i = range_first; i < ahead.ids_end && i < range_first + ahead.distance; ++i) {
     prefetch_row<TD>(a.token + bag_row(a, i) * a.token_stride, ahead.bytes);
   }
   // An f32 output row is pooled where it goes; a 16-bit one is pooled into `chunk` in L1 and
@@ -328,7 +315,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   }
   alignas(64) float chunk[kChunkFloats];
   for (std::uint64_t b = begin; b < end; ++b) {
-    const Bag<TD, P> bag{a, first_id(b), first_id(b + 1), ahead};
+    const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead};
     std::byte* out = static_cast<std::byte*>(a.out) + b * dim * out_size(OD);
     // The squares, when normalizing: 16 lanes, and the values past the last multiple of 16 (< 16).
     V lanes[kNormLanes / W];
@@ -356,8 +343,8 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
     for (std::uint64_t k = 0; k < tail_count; ++k) squares += tail[k];
     // A zero vector (an empty bag) stays zero.
     const float length = squares > 0.0f ? __builtin_sqrtf(squares) : 1.0f;
-    if constexpr (kPoolInPlace) {
-      divide_in_place(reinterpret_cast<float*>(out), dim, length);
+    if constexpr (kPoolInPlace) {  // the output row holds the vector: divided where it is
+      store_chunk<OD>(reinterpret_cast<const float*>(out), dim, length, out, 0);
       continue;
     }
     for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {

@@ -179,9 +179,10 @@ inline PrefetchPlan prefetch_plan(std::uint64_t table_row_bytes, WideRowReach re
 // 256 1.18x; but bf16 dim 256 -> f32 0.75x and int8 dim 504 -> f32 0.66x (their larger output
 // rows give the whole rows time to arrive), f32 dim 256 1.01x, dim 384 0.94x, dim 768 0.96x.
 constexpr std::uint64_t kQuickTokenBytes = 1024;
+constexpr PrefetchPlan kQuickTokenPlan{6, 2 * 64};
 
 inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uint64_t out_row_bytes) {
-  if (table_row_bytes > kNarrowRowBytes && table_row_bytes + out_row_bytes <= kQuickTokenBytes) return {6, 128};
+  if (table_row_bytes > kNarrowRowBytes && table_row_bytes + out_row_bytes <= kQuickTokenBytes) return kQuickTokenPlan;
   return prefetch_plan(table_row_bytes, kGatherReach);
 }
 
