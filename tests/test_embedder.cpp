@@ -635,26 +635,30 @@ TEST_CASE("tables into their own dtype: the table's bits, NaN payloads included,
     REQUIRE(model);
     std::vector<std::int64_t> ids;
     for (int k = 0; k < 64; ++k) ids.push_back(static_cast<std::int64_t>((k * 3 + k / 7) % vocab));
-    EmbedRequest r;
-    r.ids = ids;
+    const std::vector<std::int32_t> ids32(ids.begin(), ids.end());
     const std::size_t row = dim * c.width;
     for (Isa isa : supported_isas()) {
       for (NonTemporal nt : {NonTemporal::kNever, NonTemporal::kAlways}) {
-        CAPTURE(isa_name(isa));
-        CAPTURE(static_cast<int>(nt));
-        auto embedder = Embedder::create(*model, {.isa = isa, .nontemporal = nt});
-        REQUIRE(embedder);
-        // One element past a 64-byte boundary, so streaming stores must peel to reach alignment.
-        std::vector<std::uint32_t> storage((ids.size() * row + 128) / 4);
-        auto* base = reinterpret_cast<std::byte*>(storage.data());
-        std::byte* first = base + (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64 + c.width;
-        const auto bytes = std::span<std::byte>(first, ids.size() * row);
-        REQUIRE(embedder->embed(r, OutputSpan::from_bytes(bytes, c.out).value()));
-        std::size_t wrong = 0;
-        for (std::size_t t = 0; t < ids.size(); ++t) {
-          wrong += std::memcmp(first + t * row, table.data() + static_cast<std::size_t>(ids[t]) * row, row) != 0;
+        for (bool wide_ids : {true, false}) {  // the kernel has a loop for each id width
+          EmbedRequest r;
+          r.ids = wide_ids ? IdSpan(std::span<const std::int64_t>(ids)) : IdSpan(std::span<const std::int32_t>(ids32));
+          CAPTURE(isa_name(isa));
+          CAPTURE(static_cast<int>(nt));
+          CAPTURE(wide_ids);
+          auto embedder = Embedder::create(*model, {.isa = isa, .nontemporal = nt});
+          REQUIRE(embedder);
+          // One element past a 64-byte boundary, so streaming stores must peel to reach alignment.
+          std::vector<std::uint32_t> storage((ids.size() * row + 128) / 4);
+          auto* base = reinterpret_cast<std::byte*>(storage.data());
+          std::byte* first = base + (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64 + c.width;
+          const auto bytes = std::span<std::byte>(first, ids.size() * row);
+          REQUIRE(embedder->embed(r, OutputSpan::from_bytes(bytes, c.out).value()));
+          std::size_t wrong = 0;
+          for (std::size_t t = 0; t < ids.size(); ++t) {
+            wrong += std::memcmp(first + t * row, table.data() + static_cast<std::size_t>(ids[t]) * row, row) != 0;
+          }
+          CHECK(wrong == 0);
         }
-        CHECK(wrong == 0);
       }
     }
   }

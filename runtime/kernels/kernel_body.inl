@@ -64,6 +64,31 @@ __attribute__((always_inline)) inline std::uint64_t token_row(const KernelArgs& 
   return mapped_row(a.id_map, effective_id(a.ids, a.zero_outside_rows, i));
 }
 
+// How an id finds its table row, fixed for a call. On the plain paths an id is its row (no id map,
+// no ids outside the table reading row 0) and the ids are all 32- or all 64-bit, so finding a row
+// is a load and a multiply, with nothing read from the call's arguments: every store to the output
+// may alias them (it is a std::byte*), so GCC reloads what the loop reads of them after each row.
+enum class IdPath { kGeneral, kPlainNarrow, kPlainWide };
+
+inline IdPath plain_id_path(RawIds ids) noexcept { return ids.wide ? IdPath::kPlainWide : IdPath::kPlainNarrow; }
+
+// The table row of token i, for the gather.
+template <IdPath P>
+struct TokenRows {
+  const KernelArgs& a;
+  const std::byte* token = a.token;
+  std::uint64_t stride = a.token_stride;
+  const void* ids = a.ids.data;
+
+  __attribute__((always_inline)) const std::byte* operator()(std::uint64_t i) const noexcept {
+    if constexpr (P == IdPath::kGeneral) {
+      return token + token_row(a, i) * stride;
+    } else {
+      return token + id_of_width<P == IdPath::kPlainWide>(ids, i) * stride;
+    }
+  }
+};
+
 // Walks tokens [begin, end) in order and yields the position-table row of each.
 // Padding-aware models (RoBERTa and kin) give a pad token row position_offset - 1 and count only
 // the other tokens, so a cursor starting mid-sequence first counts the non-pads before it.
@@ -93,7 +118,7 @@ class PositionCursor {
   }
 
   // Row for token i_, then advances to i_ + 1.
-  std::uint64_t next() noexcept {
+  __attribute__((always_inline)) std::uint64_t next() noexcept {
     if (a_.position_ids.data != nullptr) return id_at(a_.position_ids, i_++) + a_.position_offset;
     if (a_.offsets != nullptr) {
       while (i_ >= seq_end_) {  // move to the sequence holding i_ (skipping empty ones)
@@ -273,8 +298,10 @@ inline void prefetch_row(const std::byte* row, std::uint64_t bytes) {
 // Rows without LayerNorm: one pass. The vector body starts at `head`, the first element whose
 // output address is vector-aligned when streaming (stores that bypass the cache need it), else 0;
 // elements before it and after the last full vector take the scalar path, with identical rounding.
+// Forced inline, as copy_row and PositionCursor::next: GCC stopped inlining them into the gather
+// once it had a copy per id path, a call per row.
 template <DType TD, OutputDType OD>
-inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte* seg, const std::byte* pos,
+__attribute__((always_inline)) inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte* seg, const std::byte* pos,
                       std::byte* out, bool stream) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
@@ -304,24 +331,38 @@ inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte
   for (std::uint64_t j = 0; j < head; ++j) scalar(j);
   const V scale(a.scale);
   const V token_scale(a.token_scale);
-  const auto body = [&]<bool kOddHead>() {
+  // The sum of GPT-2 and OPT, token + position and nothing else, has a loop of its own: GCC kept the
+  // general loop's test for each term in every vector (see the commit).
+  const bool token_plus_position = pos != nullptr && seg == nullptr && !token_scaled && !scaled;
+  const auto body = [&]<bool kOddHead, bool kTokenPlusPosition>() {
     for (std::uint64_t j = head; j < body_end; j += W) {
       V x = load_with_parity<TD, kOddHead>(tok, j, ts, tb);
-      if (token_scaled) x = x * token_scale;
-      if (seg) x = x + load_with_parity<TD, kOddHead>(seg, j, ss, sb);
-      if (pos) x = x + load_with_parity<TD, kOddHead>(pos, j, ps, pb);
-      if (scaled) x = x * scale;
+      if constexpr (kTokenPlusPosition) {
+        x = x + load_with_parity<TD, kOddHead>(pos, j, ps, pb);
+      } else {
+        if (token_scaled) x = x * token_scale;
+        if (seg) x = x + load_with_parity<TD, kOddHead>(seg, j, ss, sb);
+        if (pos) x = x + load_with_parity<TD, kOddHead>(pos, j, ps, pb);
+        if (scaled) x = x * scale;
+      }
       store<OD>(out, j, x, stream);
+    }
+  };
+  const auto body_of_sum = [&]<bool kOddHead>() {
+    if (token_plus_position) {
+      body.template operator()<kOddHead, true>();
+    } else {
+      body.template operator()<kOddHead, false>();
     }
   };
   if constexpr (TD == DType::kInt4Rowwise) {
     if (head % 2 != 0) {
-      body.template operator()<true>();
+      body_of_sum.template operator()<true>();
     } else {
-      body.template operator()<false>();
+      body_of_sum.template operator()<false>();
     }
   } else {
-    body.template operator()<false>();
+    body_of_sum.template operator()<false>();
   }
   for (std::uint64_t j = body_end; j < dim; ++j) scalar(j);
 }
@@ -455,7 +496,7 @@ inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std:
 // A row of 16-bit values from `in` to `out` as they are: vector loads and stores move bits, they
 // round nothing. Streaming stores need vector-aligned addresses: the values before the first one
 // are copied one by one (`out` is 2-byte aligned whenever the kernel streams).
-inline void copy_row(std::byte* out, const std::byte* in, std::uint64_t bytes, bool stream) {
+__attribute__((always_inline)) inline void copy_row(std::byte* out, const std::byte* in, std::uint64_t bytes, bool stream) {
   constexpr std::uint64_t kVectorBytes = 4 * Traits::kWidth;
   std::uint64_t k = 0;
   if (stream) {
@@ -467,7 +508,38 @@ inline void copy_row(std::byte* out, const std::byte* in, std::uint64_t bytes, b
   for (; k < bytes; k += 2) store_u16(out + k, load_u16(in + k));
 }
 
-template <DType TD, OutputDType OD, bool kNorm>
+// Starts the arrival of token i's row (the part of it `plan` says), for the gather.
+template <DType TD, IdPath P>
+struct RowPrefetcher {
+  TokenRows<P> rows;
+  PrefetchPlan plan;
+  std::uint64_t table_row_bytes, params_offset;
+
+  __attribute__((always_inline)) void operator()(std::uint64_t i) const noexcept {
+    const std::byte* row = rows(i);
+    prefetch_row<TD>(row, plan.bytes);
+    // A quantized row's scale and bias, read before its codes, sit at its end.
+    if constexpr (TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise) {
+      if (plan.bytes < table_row_bytes) Traits::prefetch(row + params_offset);
+    }
+  }
+};
+
+// Tokens [begin, end) whose rows leave as they are (see embed_tokens), from `out` on. Its own
+// function, so that GCC gives its few values registers: inside embed_tokens they lived on the
+// stack beside the general loop's.
+template <DType TD, IdPath P>
+__attribute__((noinline)) void copy_tokens(const RowPrefetcher<TD, P> prefetch, std::uint64_t begin, std::uint64_t end,
+                                           std::byte* out, std::uint64_t row_bytes, bool stream) {
+  const std::uint64_t distance = prefetch.plan.distance;
+  for (std::uint64_t i = begin; i < end; ++i, out += row_bytes) {
+    if (i + distance < end) prefetch(i + distance);
+    copy_row(out, prefetch.rows(i), row_bytes, stream);
+  }
+  if (stream) Traits::fence();
+}
+
+template <DType TD, OutputDType OD, bool kNorm, IdPath P>
 void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t dim = a.dim;
   const std::uint64_t out_row_bytes = dim * out_size(OD);
@@ -477,9 +549,11 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   // aligned to its element size.
   const bool stream = !kNorm && a.nontemporal && Traits::kCanStream &&
                       reinterpret_cast<std::uintptr_t>(out) % out_size(OD) == 0;
-  PositionCursor positions(a, begin);
-  const PrefetchPlan plan = gather_prefetch_plan(table_row_bytes, out_row_bytes);
-  const std::uint64_t distance = plan.distance, prefetch_bytes = plan.bytes;
+  const RowPrefetcher<TD, P> prefetch{TokenRows<P>{a}, gather_prefetch_plan(table_row_bytes, out_row_bytes),
+                                      table_row_bytes, a.params_offset};
+  const std::uint64_t distance = prefetch.plan.distance;
+  // The range's first rows, before the loop's prefetches `distance` tokens ahead reach them.
+  for (std::uint64_t i = begin; i < end && i < begin + distance; ++i) prefetch(i);
   // A row that leaves as it is (the output dtype is the table's, nothing added or scaled) is
   // copied. For a 16-bit row, converting it to f32 and rounding it back is the identity except that
   // it quiets a signalling NaN, which torch's gather does not do either, and the conversion and
@@ -489,23 +563,15 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   constexpr bool kSameBits = !kNorm && ((TD == DType::kBF16 && OD == OutputDType::kBF16) ||
                                         (TD == DType::kF16 && OD == OutputDType::kF16) ||
                                         (TD == DType::kF32 && OD == OutputDType::kF32));
-  const bool copy_rows =
-      kSameBits && a.segment == nullptr && a.position == nullptr && a.scale == 1.0f && a.token_scale == 1.0f;
+  if constexpr (kSameBits) {
+    if (a.segment == nullptr && a.position == nullptr && a.scale == 1.0f && a.token_scale == 1.0f) {
+      return copy_tokens(prefetch, begin, end, out, out_row_bytes, stream);
+    }
+  }
+  PositionCursor positions(a, begin);
   for (std::uint64_t i = begin; i < end; ++i, out += out_row_bytes) {
-    if (i + distance < end) {
-      const std::uint64_t ahead = token_row(a, i + distance);
-      const std::byte* row = a.token + ahead * a.token_stride;
-      prefetch_row<TD>(row, prefetch_bytes);
-      // A quantized row's scale and bias, read before its codes, sit at its end.
-      if constexpr (TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise) {
-        if (prefetch_bytes < table_row_bytes) Traits::prefetch(row + a.params_offset);
-      }
-    }
-    const std::byte* tok = a.token + token_row(a, i) * a.token_stride;
-    if (copy_rows) {
-      copy_row(out, tok, out_row_bytes, stream);
-      continue;
-    }
+    if (i + distance < end) prefetch(i + distance);
+    const std::byte* tok = prefetch.rows(i);
     const std::byte* seg = nullptr;
     if (a.segment != nullptr) {
       seg = a.segment + (a.segment_ids.data == nullptr ? 0 : id_at(a.segment_ids, i)) * a.segment_stride;
@@ -520,12 +586,14 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   if (stream) Traits::fence();
 }
 
+// LayerNorm rows take the general path: their arithmetic, not finding their rows, sets their pace.
 template <DType TD, OutputDType OD>
 void embed_range(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
-  if (a.norm_weight != nullptr) {
-    embed_tokens<TD, OD, true>(a, begin, end);
-  } else {
-    embed_tokens<TD, OD, false>(a, begin, end);
+  if (a.norm_weight != nullptr) return embed_tokens<TD, OD, true, IdPath::kGeneral>(a, begin, end);
+  if (a.id_map != nullptr || a.zero_outside_rows != 0) return embed_tokens<TD, OD, false, IdPath::kGeneral>(a, begin, end);
+  switch (plain_id_path(a.ids)) {
+    case IdPath::kPlainWide: return embed_tokens<TD, OD, false, IdPath::kPlainWide>(a, begin, end);
+    default: return embed_tokens<TD, OD, false, IdPath::kPlainNarrow>(a, begin, end);
   }
 }
 
