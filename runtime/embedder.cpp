@@ -435,6 +435,7 @@ Status Embedder::embed(const EmbedRequest& r, std::span<const OutputTarget> targ
     if (const TableView* b = o.norm_bias) a.norm_bias = reinterpret_cast<const float*>(b->bytes.data());
     a.dim = o.dim();
     a.params_offset = row_params_offset(o.token->dtype, a.dim);
+    a.row_bytes = row_bytes(o.token->dtype, a.dim);
     a.token_scale = static_cast<float>(o.rules->token_scale);
     a.scale = static_cast<float>(o.rules->output_scale);
     a.epsilon = static_cast<float>(o.rules->norm_epsilon);
@@ -543,6 +544,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   if (o.id_map != nullptr) a.id_map = o.id_map->bytes.data();
   a.dim = dim;
   a.params_offset = row_params_offset(o.token->dtype, dim);
+  a.row_bytes = row_bytes(o.token->dtype, dim);
   a.token_scale = static_cast<float>(o.rules->token_scale);
   a.output_scale = static_cast<float>(o.rules->output_scale);
   a.ids = raw(r.ids);

@@ -37,31 +37,28 @@ struct RowPrefetch {
   std::uint64_t ids_end = 0;   // the first id past the range
 };
 
-// How a bag's ids become rows and how the rows combine, fixed for the whole call. The plain
-// paths are the common request (sum or mean of unweighted, unscaled rows, an id is its row) with
-// 32- or 64-bit ids: their loop per id is the id's load, the prefetch, the row's loads and adds,
-// about 25 instructions where the general path takes about 75 (AVX-512, dim 64 f32), so the
-// core's reorder window holds the loads of about 3 times as many rows at once.
-enum class BagPath { kGeneral, kPlainNarrow, kPlainWide };
-
-inline BagPath bag_path(const PoolArgs& a) noexcept {
+// How a bag's ids become rows and how the rows combine, fixed for the whole call: the gather's
+// IdPath, whose plain paths here are also the common request (sum or mean of unweighted, unscaled
+// rows). Their loop per id is the id's load, the prefetch, the row's loads and adds, about 25
+// instructions where the general path takes about 75 (AVX-512, dim 64 f32), so the core's reorder
+// window holds the loads of about 3 times as many rows at once.
+inline IdPath bag_path(const PoolArgs& a) noexcept {
   const bool plain = a.id_map == nullptr && a.zero_outside_rows == 0 && a.weights == nullptr &&
                      a.id_weights == nullptr && a.token_scale == 1.0f && a.mode != PoolingMode::kMax;
-  if (!plain) return BagPath::kGeneral;
-  return a.ids.wide ? BagPath::kPlainWide : BagPath::kPlainNarrow;
+  return plain ? plain_id_path(a.ids) : IdPath::kGeneral;
 }
 
 // The ids of one bag and what pooling them needs.
-template <DType TD, BagPath P>
+template <DType TD, IdPath P>
 struct Bag {
-  static constexpr bool kPlain = P != BagPath::kGeneral;
+  static constexpr bool kPlain = P != IdPath::kGeneral;
   const PoolArgs& a;
   std::uint64_t first, last;  // ids [first, last)
   RowPrefetch ahead;
 
   __attribute__((always_inline)) std::uint64_t row_index(std::uint64_t i) const noexcept {
     if constexpr (kPlain) {
-      return id_of_width<P == BagPath::kPlainWide>(a.ids.data, i);
+      return id_of_width<P == IdPath::kPlainWide>(a.ids.data, i);
     } else {
       return bag_row(a, i);
     }
@@ -94,7 +91,7 @@ struct Bag {
 // out[0, kVectors * W): the f32 operations of the comment above, before the normalization. The
 // count is a template argument so that the accumulators stay in registers (with a run-time count
 // GCC kept them on the stack: a load and a store per vector and row).
-template <std::uint64_t kVectors, DType TD, BagPath P>
+template <std::uint64_t kVectors, DType TD, IdPath P>
 inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool first_pass) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
@@ -135,7 +132,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
 }
 
 // pool_block for a run-time count of 1 to kBlockVectors vectors.
-template <DType TD, BagPath P, std::size_t... kMinusOne>
+template <DType TD, IdPath P, std::size_t... kMinusOne>
 inline void pool_block_of(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass,
                           std::index_sequence<kMinusOne...>) {
   (void)((vectors == kMinusOne + 1 ? (pool_block<kMinusOne + 1>(bag, j, out, first_pass), true) : false) || ...);
@@ -143,7 +140,7 @@ inline void pool_block_of(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t 
 
 // The same for `vectors` whole vectors from `j` (more than a block), accumulated row after row in
 // out[0, vectors * W): for each element the same operations in the same order as pool_block.
-template <DType TD, BagPath P>
+template <DType TD, IdPath P>
 inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
@@ -183,7 +180,7 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
 }
 
 // The same, one value at a time, for the values past the last whole vector.
-template <DType TD, BagPath P>
+template <DType TD, IdPath P>
 inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
   const PoolArgs& a = bag.a;
   float acc = 0.0f;
@@ -208,7 +205,7 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 
 // Values [c, c + count) of the pooled vector (before normalization) into chunk[0, count).
 // `first_pass`: the first time this bag's rows are read (prefetch the rows ahead).
-template <DType TD, BagPath P>
+template <DType TD, IdPath P>
 inline void pool_chunk(const Bag<TD, P>& bag, std::uint64_t c, std::uint64_t count, float* chunk, bool first_pass) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t whole = count / W * W;
@@ -273,7 +270,7 @@ inline std::uint64_t first_id_of(const PoolArgs& a, std::uint64_t b) noexcept {
 // is zeroing and storing its accumulators, as in FBGEMM's loop. Going through the chunk loop and
 // the dispatch on the vector count for every bag cost dim-64 bags of 8 ids 7-8% (f16, int8) and
 // bags of 2 7-16% of their time (see the commit).
-template <std::uint64_t kVectors, DType TD, BagPath P>
+template <std::uint64_t kVectors, DType TD, IdPath P>
 void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead) {
   float* out = static_cast<float*>(a.out);
   for (std::uint64_t b = begin; b < end; ++b) {
@@ -282,7 +279,7 @@ void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_
   }
 }
 
-template <DType TD, BagPath P, std::size_t... kMinusOne>
+template <DType TD, IdPath P, std::size_t... kMinusOne>
 void pool_bags_in_registers_of(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead,
                                std::uint64_t vectors, std::index_sequence<kMinusOne...>) {
   (void)((vectors == kMinusOne + 1 ? (pool_bags_in_registers<kMinusOne + 1, TD, P>(a, begin, end, ahead), true)
@@ -290,12 +287,12 @@ void pool_bags_in_registers_of(const PoolArgs& a, std::uint64_t begin, std::uint
          ...);
 }
 
-template <DType TD, OutputDType OD, BagPath P>
+template <DType TD, OutputDType OD, IdPath P>
 void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
-  const std::uint64_t table_row_bytes = row_bytes(TD, dim);
+  const std::uint64_t table_row_bytes = a.row_bytes;  // computed by the caller, as the gather's
   const PrefetchPlan plan = prefetch_plan(table_row_bytes, kBagReach);
   const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end)};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
@@ -308,7 +305,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   // rounded from there. (Pooling every row into `chunk` and copying it out cost bags of 8 ids up to
   // a sixth of their time: GCC made the copy a `rep movsq`, which held back the next bag's loads.)
   constexpr bool kPoolInPlace = OD == OutputDType::kF32;
-  if constexpr (kPoolInPlace && P != BagPath::kGeneral) {
+  if constexpr (kPoolInPlace && P != IdPath::kGeneral) {
     if (!a.normalize && dim % W == 0 && dim / W <= kBlockVectors) {
       return pool_bags_in_registers_of<TD, P>(a, begin, end, ahead, dim / W, std::make_index_sequence<kBlockVectors>());
     }
@@ -359,8 +356,8 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
 template <DType TD, OutputDType OD>
 void pool_bags(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   switch (bag_path(a)) {
-    case BagPath::kPlainNarrow: return pool_bags_on<TD, OD, BagPath::kPlainNarrow>(a, begin, end);
-    case BagPath::kPlainWide: return pool_bags_on<TD, OD, BagPath::kPlainWide>(a, begin, end);
-    case BagPath::kGeneral: return pool_bags_on<TD, OD, BagPath::kGeneral>(a, begin, end);
+    case IdPath::kPlainNarrow: return pool_bags_on<TD, OD, IdPath::kPlainNarrow>(a, begin, end);
+    case IdPath::kPlainWide: return pool_bags_on<TD, OD, IdPath::kPlainWide>(a, begin, end);
+    case IdPath::kGeneral: return pool_bags_on<TD, OD, IdPath::kGeneral>(a, begin, end);
   }
 }

@@ -32,6 +32,7 @@ struct KernelArgs {
   const float* norm_bias = nullptr;    // nullptr: zero bias
   std::uint64_t dim = 0;
   std::uint64_t params_offset = 0;  // row_params_offset(dtype, dim) of a quantized table, computed once (FORMAT.md 4.2)
+  std::uint64_t row_bytes = 0;      // row_bytes(dtype, dim): a row's bytes without its padding, computed once
   float token_scale = 1.0f;  // multiplies the token row before any addition
   float scale = 1.0f;        // multiplies the sum
   float epsilon = 1e-5f;
@@ -59,6 +60,7 @@ struct PoolArgs {
   const std::byte* id_map = nullptr;    // as KernelArgs::id_map
   std::uint64_t dim = 0;
   std::uint64_t params_offset = 0;
+  std::uint64_t row_bytes = 0;  // as KernelArgs::row_bytes
   float token_scale = 1.0f;   // multiplies every row before pooling
   float output_scale = 1.0f;  // multiplies the pooled vector (before normalization)
 

@@ -64,10 +64,11 @@ __attribute__((always_inline)) inline std::uint64_t token_row(const KernelArgs& 
   return mapped_row(a.id_map, effective_id(a.ids, a.zero_outside_rows, i));
 }
 
-// How an id finds its table row, fixed for a call. On the plain paths an id is its row (no id map,
-// no ids outside the table reading row 0) and the ids are all 32- or all 64-bit, so finding a row
-// is a load and a multiply, with nothing read from the call's arguments: every store to the output
-// may alias them (it is a std::byte*), so GCC reloads what the loop reads of them after each row.
+// How an id finds its table row, fixed for a call (the gather's and the bags'). On the plain paths
+// an id is its row (no id map, no ids outside the table reading row 0) and the ids are all 32- or
+// all 64-bit, so finding a row is a load and a multiply, with nothing read from the call's
+// arguments: every store to the output may alias them (it is a std::byte*), so GCC reloads what
+// the loop reads of them after each row.
 enum class IdPath { kGeneral, kPlainNarrow, kPlainWide };
 
 inline IdPath plain_id_path(RawIds ids) noexcept { return ids.wide ? IdPath::kPlainWide : IdPath::kPlainNarrow; }
@@ -94,7 +95,7 @@ struct TokenRows {
 // the other tokens, so a cursor starting mid-sequence first counts the non-pads before it.
 class PositionCursor {
  public:
-  PositionCursor(const KernelArgs& a, std::uint64_t begin) : a_(a), i_(begin) {
+  __attribute__((always_inline)) PositionCursor(const KernelArgs& a, std::uint64_t begin) : a_(a), i_(begin) {
     if (a.position == nullptr || a.position_ids.data != nullptr) return;
     std::uint64_t first = 0;  // the first token of the sequence holding `begin`
     if (a.offsets != nullptr) {
@@ -546,7 +547,9 @@ template <DType TD, OutputDType OD, bool kNorm, IdPath P>
 void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t dim = a.dim;
   const std::uint64_t out_row_bytes = dim * out_size(OD);
-  const std::uint64_t table_row_bytes = row_bytes(TD, dim);  // out of line, baseline: safe from any ISA unit
+  // Computed by the caller: row_bytes() is baseline code, and a call from here made GCC save and
+  // restore the vector registers it holds around it, a few ns of a single-token call.
+  const std::uint64_t table_row_bytes = a.row_bytes;
   std::byte* out = static_cast<std::byte*>(a.out) + begin * out_row_bytes;
   // Streaming (non-temporal) stores; each row peels to vector alignment, which needs the output
   // aligned to its element size.
@@ -555,8 +558,9 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const RowPrefetcher<TD, P> prefetch{TokenRows<P>{a}, gather_prefetch_plan(table_row_bytes, out_row_bytes),
                                       table_row_bytes, a.params_offset};
   const std::uint64_t distance = prefetch.plan.distance;
-  // The range's first rows, before the loop's prefetches `distance` tokens ahead reach them.
-  for (std::uint64_t i = begin; i < end && i < begin + distance; ++i) prefetch(i);
+  // The range's first rows, before the loop's prefetches `distance` tokens ahead reach them; not the
+  // very first, whose loads come next anyway (prefetching it cost a warm single-token call 4-5 ns).
+  for (std::uint64_t i = begin + 1; i < end && i < begin + distance; ++i) prefetch(i);
   // A row that leaves as it is (the output dtype is the table's, nothing added or scaled) is
   // copied. For a 16-bit row, converting it to f32 and rounding it back is the identity except that
   // it quiets a signalling NaN, which torch's gather does not do either, and the conversion and
