@@ -305,8 +305,8 @@ inline void prefetch_row(const std::byte* row, std::uint64_t bytes) {
 // Forced inline, as copy_row and PositionCursor::next: GCC stopped inlining them into the gather
 // once it had a copy per id path, a call per row.
 template <DType TD, OutputDType OD>
-__attribute__((always_inline)) inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte* seg, const std::byte* pos,
-                      std::byte* out, bool stream) {
+__attribute__((always_inline)) inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte* seg,
+                                                     const std::byte* pos, std::byte* out, bool stream) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
