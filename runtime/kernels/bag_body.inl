@@ -79,11 +79,7 @@ struct Bag {
   // Called with each id of the first pass: the row `ahead.distance` ids later starts arriving.
   __attribute__((always_inline)) void prefetch_ahead_of(std::uint64_t i) const noexcept {
     if (i + ahead.distance >= ahead.ids_end) return;
-    const std::byte* row = this->row(i + ahead.distance);
-    prefetch_row<TD>(row, ahead.bytes);
-    if constexpr (TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise) {
-      if (ahead.bytes < a.params_offset + 8) Traits::prefetch(row + a.params_offset);  // the scale and bias
-    }
+    prefetch_row<TD>(this->row(i + ahead.distance), ahead.bytes, a.row_bytes, a.params_offset);
   }
 };
 
@@ -299,7 +295,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   // `ahead.distance` ids ahead of it).
   const std::uint64_t range_first = first_id_of(a, begin);
   for (std::uint64_t i = range_first; i < ahead.ids_end && i < range_first + ahead.distance; ++i) {
-    prefetch_row<TD>(a.token + bag_row(a, i) * a.token_stride, ahead.bytes);
+    prefetch_row<TD>(a.token + bag_row(a, i) * a.token_stride, ahead.bytes, table_row_bytes, a.params_offset);
   }
   // An f32 output row is pooled where it goes; a 16-bit one is pooled into `chunk` in L1 and
   // rounded from there. (Pooling every row into `chunk` and copying it out cost bags of 8 ids up to

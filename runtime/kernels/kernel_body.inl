@@ -294,9 +294,16 @@ inline void row_quantization(const std::byte* row, std::uint64_t params_offset, 
 
 constexpr std::uint64_t out_size(OutputDType od) { return od == OutputDType::kF32 ? 4 : 2; }
 
+// Starts the arrival of a table row's first `bytes` (a prefetch plan's), and of a quantized row's
+// scale and bias, read before its codes, when they sit at its end past those bytes. The gather and
+// the bags both prefetch through it.
 template <DType TD>
-inline void prefetch_row(const std::byte* row, std::uint64_t bytes) {
+__attribute__((always_inline)) inline void prefetch_row(const std::byte* row, std::uint64_t bytes,
+                                                        std::uint64_t table_row_bytes, std::uint64_t params_offset) {
   for (std::uint64_t k = 0; k < bytes; k += 64) Traits::prefetch(row + k);
+  if constexpr (TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise) {
+    if (bytes < table_row_bytes) Traits::prefetch(row + params_offset);
+  }
 }
 
 // Rows without LayerNorm: one pass. The vector body starts at `head`, the first element whose
@@ -520,12 +527,7 @@ struct RowPrefetcher {
   std::uint64_t table_row_bytes, params_offset;
 
   __attribute__((always_inline)) void operator()(std::uint64_t i) const noexcept {
-    const std::byte* row = rows(i);
-    prefetch_row<TD>(row, plan.bytes);
-    // A quantized row's scale and bias, read before its codes, sit at its end.
-    if constexpr (TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise) {
-      if (plan.bytes < table_row_bytes) Traits::prefetch(row + params_offset);
-    }
+    prefetch_row<TD>(rows(i), plan.bytes, table_row_bytes, params_offset);
   }
 };
 
