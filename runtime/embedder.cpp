@@ -43,6 +43,7 @@ const kernels::KernelTable& kernels_for(Isa isa) {
     case Isa::kSse42: return kernels::sse42_kernels();
     case Isa::kAvx2: return kernels::avx2_kernels();
     case Isa::kAvx512: return kernels::avx512_kernels();
+    case Isa::kAvx512Bf16: return kernels::avx512bf16_kernels();
   }
   return kernels::scalar_kernels();
 }

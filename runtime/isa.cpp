@@ -16,7 +16,7 @@ namespace {
 // The CPU features kernels/isa_table.def may name, by their -m flag names.
 struct CpuFeatures {
   bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false;
-  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512bf16 = false;
 
   // nullopt: a name isa_table.def uses that this detector does not know (a build error in spirit;
   // treated as absent, so the ISA is never chosen on a guess).
@@ -30,6 +30,7 @@ struct CpuFeatures {
     if (name == "avx512bw") return avx512bw;
     if (name == "avx512vl") return avx512vl;
     if (name == "avx512dq") return avx512dq;
+    if (name == "avx512bf16") return avx512bf16;
     return std::nullopt;
   }
 };
@@ -64,6 +65,9 @@ CpuFeatures detect() {
       f.avx512dq = (ebx >> 17) & 1;
       f.avx512bw = (ebx >> 30) & 1;
       f.avx512vl = (ebx >> 31) & 1;
+      // Leaf 7 sub-leaf 1, EAX bit 5: AVX512_BF16 (VCVTNEPS2BF16 and kin).
+      unsigned eax1, ebx1, ecx1, edx1;
+      if (eax >= 1 && __get_cpuid_count(7, 1, &eax1, &ebx1, &ecx1, &edx1)) f.avx512bf16 = (eax1 >> 5) & 1;
     }
   }
 #endif
@@ -96,12 +100,13 @@ std::string_view isa_name(Isa isa) noexcept {
     case Isa::kSse42: return "sse4.2";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Bf16: return "avx512bf16";
   }
   return "?";
 }
 
 std::optional<Isa> parse_isa(std::string_view name) noexcept {
-  for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     if (name == isa_name(isa)) return isa;
   }
   return std::nullopt;
@@ -121,7 +126,7 @@ bool isa_supported(Isa isa) {
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     if (isa_supported(isa)) isas.push_back(isa);
   }
   return isas;
@@ -135,13 +140,19 @@ Result<Isa> default_isa() {
   const auto isa = parse_isa(forced);
   if (!isa) {
     return Error(ErrorCode::kInvalidArgument,
-                 std::string("EMBEDRT_ISA='") + forced + "' is not one of scalar, sse4.2, avx2, avx512");
+                 std::string("EMBEDRT_ISA='") + forced + "' is not one of " + known_list());
   }
   if (!isa_supported(*isa)) {
     return Error(ErrorCode::kUnsupported, "EMBEDRT_ISA=" + std::string(isa_name(*isa)) +
                                               ": this CPU/OS does not support it (supported: " + supported_list() + ")");
   }
   return *isa;
+}
+
+std::string known_list() {
+  std::string list;
+  for (Isa isa : kAllIsas) list += std::string(list.empty() ? "" : ", ") + std::string(isa_name(isa));
+  return list;
 }
 
 std::string supported_list() {

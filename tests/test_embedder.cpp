@@ -5,8 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <type_traits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <oneapi/tbb/task_arena.h>
 #include <random>
@@ -333,7 +335,7 @@ TEST_CASE("Embedder validation names the sequence, position, value and limit, an
 TEST_CASE("ISA selection: forced through the API; unsupported and mixed-dtype models refused") {
   TempDir dir;
   const Model model = make_model(dir, Spec{}, 9);
-  for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     auto e = Embedder::create(model, {.isa = isa});
     if (isa_supported(isa)) {
       REQUIRE(e);
@@ -600,6 +602,83 @@ TEST_CASE("output spans: the element type is the dtype; raw bytes are checked") 
   CHECK(bf16_to_f32(b16[5].bits) == 1.5f);
   CHECK(f16_to_f32(f16[5].bits) == 1.5f);
   static_assert(!std::is_constructible_v<OutputSpan, std::span<std::uint16_t>>);
+}
+
+TEST_CASE("f32 rows into bf16: ties to even, overflow, NaN payloads and subnormals, every ISA, streaming or not") {
+  // Each value with the bf16 bits torch's rounding gives it (worked by hand). The subnormals tell
+  // the avx512bf16 kernels' VCVTNEPS2BF16, which reads them as zero, from the rounding they must
+  // match: the vector holding one has to be stored the long way.
+  struct Rounding {
+    std::uint32_t f32;
+    std::uint16_t bf16;
+  };
+  const Rounding specials[] = {
+      {0x3f808000, 0x3f80},  // a tie, rounded to the even 0x3f80
+      {0x3f818000, 0x3f82},  // a tie, rounded to the even 0x3f82
+      {0x3f80c000, 0x3f81},  // past the tie
+      {0x7f7fffff, 0x7f80},  // the largest float rounds to infinity
+      {0xff800000, 0xff80},  // -infinity
+      {0x80000000, 0x8000},  // -0
+      {0x7f800001, 0x7fc0},  // a signalling NaN, quieted
+      {0xff811111, 0xffc1},  // its sign and payload kept
+      {0x00018000, 0x0002},  // subnormal, a tie rounded to the even 0x0002 (zero if read as zero)
+      {0x007fffff, 0x0080},  // the largest subnormal rounds to the smallest normal
+      {0x80400000, 0x8040},  // a negative subnormal, exact
+  };
+  constexpr std::size_t kSpecials = sizeof(specials) / sizeof(specials[0]);
+  for (const Rounding& r : specials) CHECK(f32_to_bf16(std::bit_cast<float>(r.f32)) == r.bf16);  // the reference agrees
+  TempDir dir;
+  const std::uint64_t vocab = 7, dim = 37;  // odd: rows start at every element offset of a vector
+  std::vector<std::uint32_t> table(vocab * dim);
+  std::vector<std::uint16_t> rounded(vocab * dim);
+  std::mt19937 rng(11);
+  for (std::size_t k = 0; k < table.size(); ++k) {
+    // Every other element special; the rest random normal floats, rounded by the scalar reference.
+    if (k % 2 == 0) {
+      table[k] = specials[k / 2 % kSpecials].f32;
+      rounded[k] = specials[k / 2 % kSpecials].bf16;
+    } else {
+      table[k] = (static_cast<std::uint32_t>(rng()) & 0x80ffffffu) | (static_cast<std::uint32_t>(1 + k % 250) << 23);
+      rounded[k] = f32_to_bf16(std::bit_cast<float>(table[k]));
+    }
+  }
+  const TableData tables[] = {{{"tok", Role::kToken, DType::kF32, vocab, dim}, std::as_bytes(std::span(table))}};
+  REQUIRE(write_table_file(dir.file("round.embt"), tables, Metadata{}));
+  auto model = Model::open(dir.file("round.embt"));
+  REQUIRE(model);
+  std::vector<std::int64_t> ids;
+  for (int k = 0; k < 40; ++k) ids.push_back(static_cast<std::int64_t>((k * 5 + k / 7) % vocab));
+  for (Isa isa : supported_isas()) {
+    for (NonTemporal nt : {NonTemporal::kNever, NonTemporal::kAlways}) {
+      CAPTURE(isa_name(isa));
+      CAPTURE(static_cast<int>(nt));
+      auto embedder = Embedder::create(*model, {.isa = isa, .nontemporal = nt});
+      REQUIRE(embedder);
+      EmbedRequest r;
+      r.ids = ids;
+      // One element past a 64-byte boundary, so streaming stores must peel to reach alignment.
+      std::vector<std::uint16_t> storage(ids.size() * dim + 64);
+      auto* base = reinterpret_cast<std::byte*>(storage.data());
+      std::byte* first = base + (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64 + 2;
+      const auto bytes = std::span<std::byte>(first, ids.size() * dim * 2);
+      REQUIRE(embedder->embed(r, OutputSpan::from_bytes(bytes, OutputDType::kBF16).value()));
+      std::size_t wrong = 0;
+      for (std::size_t t = 0; t < ids.size(); ++t) {
+        for (std::size_t j = 0; j < dim; ++j) {
+          std::uint16_t got;
+          std::memcpy(&got, first + 2 * (t * dim + j), 2);
+          const std::size_t k = static_cast<std::size_t>(ids[t]) * dim + j;
+          if (got != rounded[k] && ++wrong <= 3) {
+            char line[96];
+            std::snprintf(line, sizeof line, "token %zu element %zu: f32 0x%08x gave 0x%04x, expected 0x%04x", t, j,
+                          static_cast<unsigned>(table[k]), static_cast<unsigned>(got), static_cast<unsigned>(rounded[k]));
+            MESSAGE(line);
+          }
+        }
+      }
+      CHECK(wrong == 0);
+    }
+  }
 }
 
 TEST_CASE("tables into their own dtype: the table's bits, NaN payloads included, every ISA, streaming or not") {

@@ -98,7 +98,7 @@ const char* embedrt_model_output_name(const embedrt_model* model, size_t output)
 uint64_t embedrt_model_output_dim(const embedrt_model* model, size_t output);
 size_t embedrt_model_output_shape(const embedrt_model* model, size_t output, uint64_t* shape, size_t capacity);
 
-/* `isa` is NULL (the best, or EMBEDRT_ISA) or one of "scalar", "sse4.2", "avx2", "avx512".
+/* `isa` is NULL (the best, or EMBEDRT_ISA) or one of "scalar", "sse4.2", "avx2", "avx512", "avx512bf16".
  * The embedder keeps the model alive; the model handle may be freed right after. */
 embedrt_status embedrt_embedder_create(const embedrt_model* model, const char* isa, embedrt_embedder** embedder,
                                        embedrt_error** error);

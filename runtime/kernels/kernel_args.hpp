@@ -100,5 +100,6 @@ const KernelTable& scalar_kernels();
 const KernelTable& sse42_kernels();
 const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
+const KernelTable& avx512bf16_kernels();
 
 }  // namespace embedrt::kernels

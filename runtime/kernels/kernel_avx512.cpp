@@ -1,5 +1,5 @@
-// AVX-512 build of the kernel (compiled with -mavx512f -mavx512bw -mavx512vl -mfma -mf16c):
-// 16 floats per vector.
+// AVX-512 build of the kernel (the -m flags of isa_table.def's avx512 row), for AVX-512 CPUs
+// without the BF16 conversion (Skylake-SP, Cascade Lake, Ice Lake): 16 floats per vector.
 #include "kernels/kernel_prelude.hpp"
 
 #include <immintrin.h>
@@ -8,63 +8,11 @@
 
 namespace embedrt::kernels::avx512 {
 
-struct Traits {
-  using V = xsimd::batch<float, xsimd::avx512bw>;
-  static constexpr std::uint64_t kWidth = 16;
-  static constexpr bool kCanStream = true;
-  static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
-  static __m256i load16_u16(const std::byte* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-  static V load_f16(const std::byte* p) { return V(_mm512_cvtph_ps(load16_u16(p))); }
-  static V load_bf16(const std::byte* p) {
-    return V(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load16_u16(p)), 16)));
-  }
-  static V load_i8(const std::byte* p) {
-    return V(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
-  }
-  // Sixteen 4-bit codes (low nibble first) as floats: from the low nibble of p[0] (eight bytes),
-  // or, `odd`, from its high nibble (nine bytes; never past the row's codes).
-  static V load_u4(const std::byte* p, bool odd) {
-    std::uint64_t bits;
-    std::memcpy(&bits, p, 8);
-    if (odd) bits = (bits >> 4) | (static_cast<std::uint64_t>(p[8]) << 60);
-    const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(bits));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask));
-    return V(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(nibbles)));
-  }
-  static void store_f32(std::byte* p, V v, bool stream) {
-    if (stream) {
-      _mm512_stream_ps(reinterpret_cast<float*>(p), v);
-    } else {
-      v.store_unaligned(reinterpret_cast<float*>(p));
-    }
-  }
-  static void store32(std::byte* p, __m256i bits, bool stream) {
-    if (stream) {
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(p), bits);
-    } else {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bits);
-    }
-  }
-  static void store_f16(std::byte* p, V v, bool stream) {
-    store32(p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), stream);
-  }
-  static void store_bf16(std::byte* p, V v, bool stream) {
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    const __m512i bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
-    store32(p, _mm512_cvtepi32_epi16(bits), stream);
-  }
-  static float hsum(V v) { return _mm512_reduce_add_ps(v); }
-  // VMAXPS(x, acc) is x > acc ? x : acc (acc when either is NaN), as the reference.
-  static V fma(V w, V x, V acc) { return V(_mm512_fmadd_ps(w, x, acc)); }
-  static V max_keep(V x, V acc) { return V(_mm512_max_ps(x, acc)); }
-  static void fence() { _mm_sfence(); }
-  static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-};
+using Avx512Arch = xsimd::avx512bw;
+
+#include "kernels/avx512_traits.inl"
+
+using Traits = Avx512Traits;
 
 #include "kernels/kernel_body.inl"
 

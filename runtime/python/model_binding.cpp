@@ -487,7 +487,7 @@ calls in flight have finished.)")
       .def_prop_ro("table_dtype", [](const PyModel& self) { return std::string(dtype_name(self.live()->model().token().dtype)); },
                    "The token table's dtype: \"f32\", \"bf16\", \"f16\" or \"int8\".")
       .def_prop_ro("isa", [](const PyModel& self) { return std::string(isa_name(self.live()->embedder().isa())); },
-                   "The kernels' instruction set: \"avx512\", \"avx2\", \"sse4.2\" or \"scalar\" (EMBEDRT_ISA forces one).")
+                   "The kernels' instruction set: \"avx512bf16\", \"avx512\", \"avx2\", \"sse4.2\" or \"scalar\" (EMBEDRT_ISA forces one).")
       .def_prop_ro("metadata", [](const PyModel& self) { return to_python(describe::metadata_json(self.live()->model().metadata())); },
                    "The file's metadata as a dict (the \"metadata\" of embedrt.inspect()).")
       .def_prop_ro("outputs", [](const PyModel& self) {

@@ -20,6 +20,7 @@
 
 #include "commands.hpp"
 #include "embedrt/embedder.hpp"
+#include "embedrt/isa.hpp"
 #include "id_rotation.hpp"
 #include "machine.hpp"
 #include "roofline.hpp"
@@ -794,7 +795,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--seq", args->seq, "tokens per sequence (default 1024)")->check(CLI::Range(std::uint64_t{1}, kMaxTokens));
   cmd->add_option("--threads", args->threads, "threads (default 0: every core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--out-dtype", args->out_dtype, "f32, bf16 or f16");
-  cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512");
+  cmd->add_option("--isa", args->isa, "force a kernel: " + known_list());
   cmd->add_option("--seconds", args->seconds, "how long to measure (default 2)")->check(CLI::Range(0.01, 3600.0));
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--nontemporal", args->nontemporal, "streaming stores: auto (by output size), always or never");

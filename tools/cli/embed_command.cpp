@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "embedrt/embedder.hpp"
+#include "embedrt/isa.hpp"
 #include "embedrt/model.hpp"
 #include "embedrt/reference.hpp"
 #include "embedrt/half.hpp"
@@ -95,7 +96,7 @@ Runner add_embed_command(CLI::App& app) {
   cmd->add_option("--segments", args->segments, "comma-separated token type ids, one per id (default all 0)");
   cmd->add_flag("--json", args->json, R"(print {"shape": [B, L, D], "data": [...]})");
   cmd->add_option("--out-dtype", args->out_dtype, "output precision: model (the model's own: bf16 for a bf16 table, ...), f32, bf16 or f16 (printed as decoded floats)");
-  cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512 (default: best, or EMBEDRT_ISA)");
+  cmd->add_option("--isa", args->isa, "force a kernel: " + known_list() + " (default: best, or EMBEDRT_ISA)");
   cmd->add_option("--output", args->output, "which output of the model (default: its primary one; `embedrt inspect` lists them)");
   cmd->add_flag("--reference", args->reference, "use the scalar reference path (the test oracle) instead of the kernels");
   add_open_options(cmd, args->open, false);

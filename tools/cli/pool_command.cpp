@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "embedrt/embedder.hpp"
+#include "embedrt/isa.hpp"
 #include "embedrt/model.hpp"
 #include "embedrt/reference.hpp"
 #include "text_format.hpp"
@@ -110,7 +111,7 @@ Runner add_pool_command(CLI::App& app) {
   cmd->add_flag("--no-normalize", args->no_normalize, "do not normalize, whatever the model says");
   cmd->add_flag("--json", args->json, R"(print {"shape": [bags, D], "data": [...]})");
   cmd->add_option("--out-dtype", args->out_dtype, "output precision: model (the table's), f32, bf16 or f16");
-  cmd->add_option("--isa", args->isa, "force a kernel: scalar, sse4.2, avx2 or avx512");
+  cmd->add_option("--isa", args->isa, "force a kernel: " + known_list());
   cmd->add_option("--output", args->output, "which output of the model (default: its primary one)");
   cmd->add_flag("--reference", args->reference, "use the scalar reference path instead of the kernels");
   return [args]() { return run(*args); };

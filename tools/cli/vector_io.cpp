@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "embedrt/half.hpp"
+#include "embedrt/isa.hpp"
 #include "text_format.hpp"
 
 namespace embedrt::cli {
@@ -68,7 +69,7 @@ Result<Embedder> embedder_for(const Model& model, const std::string& isa) {
   EmbedderOptions options;
   if (!isa.empty()) {
     options.isa = parse_isa(isa);
-    if (!options.isa) return Error(ErrorCode::kInvalidArgument, "--isa '" + isa + "': expected scalar, sse4.2, avx2 or avx512");
+    if (!options.isa) return Error(ErrorCode::kInvalidArgument, "--isa '" + isa + "': expected one of " + known_list());
   }
   return Embedder::create(model, options);
 }

@@ -19,6 +19,7 @@ const RooflineKernels& roofline_kernels(Isa isa) noexcept {
     case Isa::kSse42: return sse42_roofline();
     case Isa::kAvx2: return avx2_roofline();
     case Isa::kAvx512: return avx512_roofline();
+    case Isa::kAvx512Bf16: return avx512bf16_roofline();
   }
   return scalar_roofline();
 }

@@ -80,6 +80,7 @@ const RooflineKernels& scalar_roofline();
 const RooflineKernels& sse42_roofline();
 const RooflineKernels& avx2_roofline();
 const RooflineKernels& avx512_roofline();
+const RooflineKernels& avx512bf16_roofline();
 
 // The build for `isa` (the one the Embedder under test runs).
 const RooflineKernels& roofline_kernels(Isa isa) noexcept;
