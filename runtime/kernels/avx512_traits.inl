@@ -44,13 +44,15 @@ struct Avx512Traits {
   static void store_f16(std::byte* p, V v, bool stream) {
     store32(p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), stream);
   }
+  // f32_to_bf16 in eight instructions: round to nearest even by adding 0x7fff plus the kept part's
+  // lowest bit, or for a NaN keep its high half with the quiet bit set.
   static void store_bf16(std::byte* p, V v, bool stream) {
     const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    const __m512i bits = _mm512_mask_blend_epi32(nan, rounded, quiet);
+    const __m512i high = _mm512_srli_epi32(u, 16);
+    const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, odd), _mm512_set1_epi32(0x7fff)), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i bits = _mm512_mask_or_epi32(rounded, nan, high, _mm512_set1_epi32(0x40));
     store32(p, _mm512_cvtepi32_epi16(bits), stream);
   }
   static float hsum(V v) { return _mm512_reduce_add_ps(v); }

@@ -48,13 +48,17 @@ struct Traits {
   static void store_f16(std::byte* p, V v, bool stream) {
     store16(p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), stream);
   }
+  // f32_to_bf16: round to nearest even by adding 0x7fff plus the kept part's lowest bit, or for a
+  // NaN keep its high half with the quiet bit set.
   static void store_bf16(std::byte* p, V v, bool stream) {
     const __m256i u = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-    const __m256i bits = _mm256_blendv_epi8(rounded, quiet, nan);
+    const __m256i high = _mm256_srli_epi32(u, 16);
+    const __m256i odd = _mm256_and_si256(high, _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, odd), _mm256_set1_epi32(0x7fff)), 16);
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    const __m256i quiet = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
+    const __m256i bits = _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet), nan));
     store16(p, _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1)), stream);
   }
   static float hsum(V v) { return xsimd::hadd(v); }
