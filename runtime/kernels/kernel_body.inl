@@ -175,6 +175,13 @@ class PositionCursor {
 //  - Bags also take rows of up to 24 lines whole: f16 dim 768 (1.5 KiB), 4 rows ahead, pooled
 //    1.04x (bags of 8), 1.07x (32) and 1.01x (128) faster than by their first 8 lines; f32 dim
 //    768 (48 lines) was 0.98x with 24 lines 4 rows ahead and 0.83x whole, so it keeps its 8.
+// Tried and not kept (bench/ab.py, 1 thread, tables 4.3x a 480 MiB LLC, Sapphire Rapids-class
+// AVX-512 BF16, 3-5 interleaved rounds, median [IQR] against this plan):
+//  - The gather also prefetching the next row whole, a line per vector of this one as it is
+//    computed: f32 768 + positions 0.95x [0.94-0.98], bf16 768 -> bf16 1.05x [1.01-1.18], int8
+//    1.02x [0.96-1.38], Gemma-3 bf16 1.02x [0.92-1.26]: nothing clear, for a second loop per path.
+//  - Bags prefetching the row ahead that way instead of whole (as FBGEMM's JIT kernels do), at
+//    this plan's distance or 16 rows: f16 768 0.61-0.80x, f32 768 0.64-0.85x, f16 256 0.81-0.89x.
 struct PrefetchPlan {
   std::uint64_t distance;  // rows ahead
   std::uint64_t bytes;     // from the row's start
@@ -423,9 +430,12 @@ struct SquaredDeviation {
   }
 };
 
-// Rows with LayerNorm: three passes over one row, which stays in L1/L2 between them. The summed
-// embedding x is staged in the output row when the output is f32, and recomputed from the
-// (cached) table rows otherwise, so no row-sized buffer lives on the caller's stack.
+// Rows with LayerNorm: passes over one row, which stays in L1/L2 between them (f32 output: x
+// staged, its sum, the squared deviations, the normalization). The summed embedding x is staged in
+// the output row when the output is f32, and recomputed from the (cached) table rows otherwise, so
+// no row-sized buffer lives on the caller's stack. Summing x in the staging pass (one pass fewer,
+// the same bits) ran 0.98x [0.95-0.99] on a BERT-shaped table 4.3x the LLC (bench/ab.py, 7 rounds):
+// past the LLC these rows wait on memory, not on the passes.
 template <DType TD, OutputDType OD>
 inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std::byte* seg, const std::byte* pos,
                            std::byte* out) {
