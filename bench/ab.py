@@ -32,7 +32,10 @@ def parse_case(text):
 
 
 def synthetic_file(work, bench_args):
-    """The model file a case's --synthetic arguments generate, named by those arguments."""
+    """The model file a case's --synthetic arguments generate, named by the flags that shape the
+    model, so cases that differ only in how they call it share one file. A flag missing from this
+    list cannot make a case measure the wrong model: `embedrt bench` checks a reused
+    --synthetic-file against its spec (perf::matches) and refuses a mismatch."""
     model_flags = []
     it = iter(bench_args)
     for flag in it:
@@ -90,7 +93,8 @@ def main():
             for which, cli in order:
                 value, result = run(cli, bench_args, args)
                 samples[name][which].append(value)
-                samples[name]["meta"] = {k: result.get(k) for k in ("isa", "sizes", "model", "id_sets", "out_sets")}
+                if samples[name]["meta"] is None:  # the same for every sample of the case
+                    samples[name]["meta"] = {k: result.get(k) for k in ("isa", "sizes", "model", "id_sets", "out_sets")}
             s = samples[name]
             print(f"round {r + 1}/{args.rounds} {name}: a {s['a'][-1] / 1e6:.3f} M b {s['b'][-1] / 1e6:.3f} M "
                   f"({s['b'][-1] / s['a'][-1]:.3f}x)", file=sys.stderr, flush=True)
