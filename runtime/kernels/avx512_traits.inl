@@ -16,16 +16,25 @@ struct Avx512Traits {
   static V load_i8(const std::byte* p) {
     return V(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
   }
-  // Sixteen 4-bit codes (low nibble first) as floats: from the low nibble of p[0] (eight bytes),
-  // or, `odd`, from its high nibble (nine bytes; never past the row's codes).
-  static V load_u4(const std::byte* p, bool odd) {
+  // Sixteen 4-bit codes (low nibble first; from the high nibble of p[0] when `odd`, nine bytes,
+  // never past the row's codes) dequantized by lookup: the sixteen values code * scale + bias,
+  // by the same multiply and add as the other ISAs (so the same bits), fill one register, and
+  // VPERMPS picks each code's value by the low four bits of its dword, so the codes need neither
+  // masking nor conversion to float. The loops calling it hoist the table out (one per row);
+  // were one not to, the table costs the multiply and add per vector that the arithmetic would.
+  // Measured against the arithmetic (bench/ab.py, 1 thread, 5 rounds): GPT-2 int4 + positions
+  // -> f32 1.11x, -> bf16 1.10x, a 2 GB int4 table 1.10x, bags of 32 1.21x, int8 control 1.00x.
+  static V dequantize_u4(const std::byte* p, bool odd, float scale, float bias) {
+    const V codes(_mm512_cvtepi32_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)));
+    const V table = codes * V(scale) + V(bias);
     std::uint64_t bits;
     std::memcpy(&bits, p, 8);
     if (odd) bits = (bits >> 4) | (static_cast<std::uint64_t>(p[8]) << 60);
     const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(bits));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask));
-    return V(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(nibbles)));
+    // Byte 2i holds code 2i in its low nibble, byte 2i + 1 code 2i + 1 (the shift brings the next
+    // byte's low nibble into the high one; VPERMPS ignores both high nibbles).
+    const __m128i nibbles = _mm_unpacklo_epi8(b, _mm_srli_epi16(b, 4));
+    return V(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(nibbles), table));
   }
   static void store_f32(std::byte* p, V v, bool stream) {
     if (stream) {

@@ -222,9 +222,18 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
   return prefetch_plan(table_row_bytes, kGatherReach);
 }
 
+// Traits that dequantize 4-bit codes by lookup (AVX-512) say so by having dequantize_u4.
+template <typename T>
+concept DequantizesNibbles = requires(const std::byte* p) { T::dequantize_u4(p, false, 1.0f, 0.0f); };
+
 // kWidth int4 codes from element j (`odd`: j is odd, the first code is a high nibble), dequantized.
-inline typename Traits::V load_int4_vector(const std::byte* row, std::uint64_t j, bool odd, float q_scale, float q_bias) {
-  return Traits::load_u4(row + j / 2, odd) * typename Traits::V(q_scale) + typename Traits::V(q_bias);
+template <typename T = Traits>
+inline typename T::V load_int4_vector(const std::byte* row, std::uint64_t j, bool odd, float q_scale, float q_bias) {
+  if constexpr (DequantizesNibbles<T>) {
+    return T::dequantize_u4(row + j / 2, odd, q_scale, q_bias);
+  } else {
+    return T::load_u4(row + j / 2, odd) * typename T::V(q_scale) + typename T::V(q_bias);
+  }
 }
 
 template <DType TD>
