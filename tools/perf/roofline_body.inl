@@ -2,19 +2,26 @@
 // kernel_body.inl, whose loads, conversions and stores these mirror, but written independently so
 // that a change to the library's kernels never moves the yardstick they are measured against).
 // The including unit defines `Traits`: V, kWidth, load_f32/f16/bf16/i8, load_u4 (kWidth 4-bit
-// codes from the low nibble of p[0], or from its high nibble when `odd`), store_f32/f16/bf16
+// codes from the low nibble of p[0], or from its high nibble when `odd`; or dequantize_u4, the
+// codes times scale plus bias in one step), store_f32/f16/bf16
 // (stream or not), fence, prefetch. Everything here has internal linkage.
 
 namespace {
 
-template <DType TD>
-inline typename Traits::V load(const std::byte* row, std::uint64_t j, typename Traits::V scale,
-                               typename Traits::V bias) {
+// Traits that dequantize 4-bit codes in one step (AVX-512: by lookup) have dequantize_u4.
+template <typename T>
+concept HasDequantizeU4 = requires(const std::byte* p, typename T::V v) { T::dequantize_u4(p, false, v, v); };
+
+template <DType TD, typename T = Traits>
+inline typename T::V load(const std::byte* row, std::uint64_t j, typename T::V scale, typename T::V bias) {
   if constexpr (TD == DType::kF32) return Traits::load_f32(row + 4 * j);
   if constexpr (TD == DType::kF16) return Traits::load_f16(row + 2 * j);
   if constexpr (TD == DType::kBF16) return Traits::load_bf16(row + 2 * j);
   if constexpr (TD == DType::kInt8Rowwise) return Traits::load_i8(row + j) * scale + bias;
-  if constexpr (TD == DType::kInt4Rowwise) return Traits::load_u4(row + j / 2, (j & 1) != 0) * scale + bias;
+  if constexpr (TD == DType::kInt4Rowwise) {
+    if constexpr (HasDequantizeU4<T>) return T::dequantize_u4(row + j / 2, (j & 1) != 0, scale, bias);
+    else return T::load_u4(row + j / 2, (j & 1) != 0) * scale + bias;
+  }
 }
 
 template <OutputDType OD>
