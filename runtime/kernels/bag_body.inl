@@ -134,8 +134,23 @@ inline void pool_block_of(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t 
   (void)((vectors == kMinusOne + 1 ? (pool_block<kMinusOne + 1>(bag, j, out, first_pass), true) : false) || ...);
 }
 
-// The same for `vectors` whole vectors from `j` (more than a block), accumulated row after row in
+// The same for `vectors` whole vectors from `j` (more than a block), accumulated in
 // out[0, vectors * W): for each element the same operations in the same order as pool_block.
+// Rows of quantized tables, and of others of at least 1 KiB, are taken kRowGroup at a time: each
+// vector's sum is loaded once, the group's rows added to it in order, and stored once, so a row
+// costs the L1 a quarter of a load and a store per vector, and the group's rows are read side by
+// side (their misses overlap). Measured (bench/ab.py, 1 thread, bags of 32, tables 4.3x the 480
+// MiB LLC, 5 rounds, grouped / one row at a time): int8 768 1.84x, int8 256 1.11x, f16 768 1.11x
+// (bags of 8 1.15x), f16 512 1.40x, f32 768 1.11x, f32 256 1.07x; cached f32 768 1.08x, int8
+// 1.00x. Narrower 16-bit rows lost, f16 256 0.89x and f16 384 0.98x, and stay one at a time.
+constexpr std::uint64_t kRowGroup = 4;
+constexpr std::uint64_t kGroupedFloatRowBytes = 1024;
+
+template <DType TD>
+constexpr bool pools_rows_in_groups(std::uint64_t table_row_bytes) {
+  return TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise || table_row_bytes >= kGroupedFloatRowBytes;
+}
+
 template <DType TD, IdPath P>
 inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass) {
   using V = typename Traits::V;
@@ -147,7 +162,8 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
   const bool token_scaled = bag.token_scaled();
   const V token_scale(a.token_scale);
   const bool weighted = bag.weighted(), max = bag.max();
-  for (std::uint64_t i = bag.first; i < bag.last; ++i) {
+  // Row i of the bag added to the sums (the loop of narrow rows, and of a group's leftovers).
+  const auto add_row = [&](std::uint64_t i) __attribute__((always_inline)) {
     if (first_pass) bag.prefetch_ahead_of(i);
     const std::byte* row = bag.row(i);
     float qs, qb;
@@ -164,7 +180,39 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
       }
       Traits::store_f32(acc + 4 * v * W, r, false);
     }
+  };
+  // Rows [i, i + kRowGroup) added to the sums, each in turn, a vector at a time.
+  const auto add_row_group = [&](std::uint64_t i) __attribute__((always_inline)) {
+    const std::byte* rows[kRowGroup];
+    float qs[kRowGroup], qb[kRowGroup];
+    V w[kRowGroup];
+#pragma GCC unroll 4
+    for (std::uint64_t g = 0; g < kRowGroup; ++g) {
+      if (first_pass) bag.prefetch_ahead_of(i + g);
+      rows[g] = bag.row(i + g);
+      row_quantization<TD>(rows[g], a.params_offset, qs[g], qb[g]);
+      w[g] = V(weighted ? bag.weight(i + g) : 1.0f);
+    }
+    for (std::uint64_t v = 0; v < vectors; ++v) {
+      V r = acc_at(v);
+#pragma GCC unroll 4
+      for (std::uint64_t g = 0; g < kRowGroup; ++g) {
+        V x = load<TD>(rows[g], j + v * W, qs[g], qb[g]);
+        if (token_scaled) x = x * token_scale;
+        if (max) {
+          r = i + g == bag.first ? x : Traits::max_keep(x, r);
+        } else {
+          r = weighted ? Traits::fma(w[g], x, r) : r + x;
+        }
+      }
+      Traits::store_f32(acc + 4 * v * W, r, false);
+    }
+  };
+  std::uint64_t i = bag.first;
+  if (pools_rows_in_groups<TD>(a.row_bytes)) {
+    for (; i + kRowGroup <= bag.last; i += kRowGroup) add_row_group(i);
   }
+  for (; i < bag.last; ++i) add_row(i);
   const std::uint64_t n = bag.last - bag.first;
   const bool mean = a.mode == PoolingMode::kMean && n > 0;
   const V count(static_cast<float>(n)), scale(a.output_scale);
