@@ -131,6 +131,10 @@ parser.add_argument("--groups", default="gpt2,bert,llama,gemma,small,cached,deco
                     help="which groups of cases to run (gemma3n: both variants, or gemma3n-e2b / gemma3n-e4b)")
 parser.add_argument("--name", default="compare", help="the report's file names: NAME.md, NAME.json, NAME.png")
 parser.add_argument("--quick", action="store_true", help="GPT-2 and decode only, 3 rounds")
+parser.add_argument("--bag-shapes", default=None,
+                    help="the bags group's shapes to run, as BAGxDIMxDTYPE,... (e.g. 32x768xint8,32x768xf16; default: "
+                         "every bag of 8, 32 and 128 at dims 64, 256 and 768 from f32, f16 and int8, 27 tables 4x the "
+                         "LLC, too many for one run where the LLC is hundreds of MiB)")
 parser.add_argument("--smoke", action="store_true",
                     help="embedrt only (no torch or ONNX Runtime), tiny shapes, one short round: checks the script")
 parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
@@ -867,18 +871,34 @@ def model2vec_pooler(W):
 BAG_SIZES, BAG_DIMS, BAG_DTYPES = (8, 32, 128), (64, 256, 768), ("f32", "f16", "int8")
 
 
+def bag_shapes():
+    """The bags group's (bag, dim, dtype) shapes: --bag-shapes, else every combination."""
+    if not args.bag_shapes:
+        return {(N, D, dtype) for N in BAG_SIZES for D in BAG_DIMS for dtype in BAG_DTYPES}
+    shapes = set()
+    for text in args.bag_shapes.split(","):
+        parts = text.strip().split("x")
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or parts[2] not in BAG_DTYPES \
+                or int(parts[0]) < 1 or int(parts[1]) < 1:
+            sys.exit(f"compare.py: --bag-shapes '{text}': expected BAGxDIMxDTYPE with DTYPE one of {', '.join(BAG_DTYPES)}")
+        shapes.add((int(parts[0]), int(parts[1]), parts[2]))
+    return shapes
+
+
 def bags_group(threads_list):
     """Equal bags of 8, 32 and 128 ids (8192 ids a call) from tables 4x the LLC, dims 64, 256, 768,
     f32 / f16 / int8 tables, f32 output: embedrt's pool (sum; mean + normalize for model2vec's
     rule), torch's F.embedding_bag (sum, mean; f16), FBGEMM's int8 rowwise bag, model2vec's numpy
     pooling, and the bag roofline (every row read in order, one pooled row written per bag)."""
     B, L = 8, 1024
-    sizes, dims, dtypes = BAG_SIZES, BAG_DIMS, BAG_DTYPES
+    shapes = bag_shapes()
     if args.smoke:
-        B, L, sizes, dims = 2, 64, (8, 32), (64,)
+        B, L = 2, 64
+        shapes = {(N, 64, dtype) for N in (8, 32) for dtype in BAG_DTYPES}
     cases, models = [], []
-    for D in dims:
-        for dtype in dtypes:
+    for D in sorted({D for _, D, _ in shapes}):
+        for dtype in [t for t in BAG_DTYPES if any(s[1:] == (D, t) for s in shapes)]:
+            sizes = sorted(N for N, d, t in shapes if (d, t) == (D, dtype))
             V = table_rows(dtype, D, 4) if not args.smoke else 3000
             model = Model(f"bags-{dtype}-{D}", V, D, dtype)
             models.append(model)
@@ -987,6 +1007,7 @@ def main():
     if not args.smoke:
         meta.update(torch=torch.__version__, onnxruntime=ort.__version__, torch_capability=torch.backends.cpu.get_cpu_capability())
     result = {"meta": meta, "cases": [], "decode": {}, "residency": {}}
+    bag_shapes()  # a malformed --bag-shapes is refused before anything runs
     builders = {"gpt2": lambda: gpt2_group(THREADS), "bert": lambda: bert_group(THREADS),
                 "llama": lambda: big_group(THREADS, "Llama-3", 128256, 4096, [("f32", "f32"), ("bf16", "f32"), ("bf16", "bf16")], 4, 512),
                 "gemma": lambda: big_group(THREADS, "Gemma-3", 262144, 5376, [("bf16", "bf16")], 4, 512, token_scale=73.5),
