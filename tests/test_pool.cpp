@@ -93,9 +93,10 @@ struct Bags {
 std::vector<Bags> bag_sets(std::uint64_t vocab, std::mt19937& rng) {
   std::uniform_int_distribution<std::int64_t> id(0, static_cast<std::int64_t>(vocab) - 1);
   std::vector<Bags> all;
-  Bags ragged{"ragged 0,3,0,1,9,0 (empty first, middle, last)"};
+  // 9 and 14: wide rows are pooled 8 and 4 at a time, then one by one (bag_body.inl's pool_rows).
+  Bags ragged{"ragged 0,3,0,1,9,14,0 (empty first, middle, last)"};
   ragged.offsets = {0};
-  for (std::uint64_t size : {0, 3, 0, 1, 9, 0}) {
+  for (std::uint64_t size : {0, 3, 0, 1, 9, 14, 0}) {
     for (std::uint64_t k = 0; k < size; ++k) ragged.ids.push_back(id(rng));
     ragged.offsets.push_back(ragged.ids.size());
   }
