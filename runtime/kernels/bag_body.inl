@@ -148,7 +148,7 @@ inline void pool_block_of(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t 
 // cached bags of 12 1.05x, int4 768 1.00x; all eight at a time lost int8 256, 0.84x).
 constexpr std::uint64_t kRowGroup = 4;
 constexpr std::uint64_t kWideRowGroup = 8;
-constexpr std::uint64_t kWideGroupVectors = 512 / Traits::kWidth;  // rows of dim >= 512 (AVX-512), 256 (AVX2)
+constexpr std::uint64_t kWideGroupVectors = 512 / Traits::kWidth;  // rows of dim >= 512, on every ISA
 constexpr std::uint64_t kGroupedFloatRowBytes = 1024;
 
 template <DType TD>
