@@ -132,9 +132,10 @@ parser.add_argument("--groups", default="gpt2,bert,llama,gemma,small,cached,deco
 parser.add_argument("--name", default="compare", help="the report's file names: NAME.md, NAME.json, NAME.png")
 parser.add_argument("--quick", action="store_true", help="GPT-2 and decode only, 3 rounds")
 parser.add_argument("--bag-shapes", default=None,
-                    help="the bags group's shapes to run, as BAGxDIMxDTYPE,... (e.g. 32x768xint8,32x768xf16; default: "
-                         "every bag of 8, 32 and 128 at dims 64, 256 and 768 from f32, f16 and int8, 27 tables 4x the "
-                         "LLC, too many for one run where the LLC is hundreds of MiB)")
+                    help="the bags group's shapes to run, as BAGxDIMxDTYPE,... (e.g. 32x768xint8,32x768xf16; BAG divides "
+                         "1024; default: bags of 8, 32 and 128 at dims 64, 256 and 768 from f32, f16 and int8, 27 cases "
+                         "on 9 tables 4x the LLC, more than one run holds where the LLC is hundreds of MiB; --smoke "
+                         "keeps its own tiny shapes)")
 parser.add_argument("--smoke", action="store_true",
                     help="embedrt only (no torch or ONNX Runtime), tiny shapes, one short round: checks the script")
 parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
@@ -869,6 +870,7 @@ def model2vec_pooler(W):
 
 
 BAG_SIZES, BAG_DIMS, BAG_DTYPES = (8, 32, 128), (64, 256, 768), ("f32", "f16", "int8")
+BAG_SEQUENCES, BAG_SEQUENCE_IDS = 8, 1024  # a call's ids: sequences x ids, each sequence split into equal bags
 
 
 def bag_shapes():
@@ -878,10 +880,14 @@ def bag_shapes():
     shapes = set()
     for text in args.bag_shapes.split(","):
         parts = text.strip().split("x")
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or parts[2] not in BAG_DTYPES \
-                or int(parts[0]) < 1 or int(parts[1]) < 1:
-            sys.exit(f"compare.py: --bag-shapes '{text}': expected BAGxDIMxDTYPE with DTYPE one of {', '.join(BAG_DTYPES)}")
-        shapes.add((int(parts[0]), int(parts[1]), parts[2]))
+        try:
+            N, D, dtype = int(parts[0]), int(parts[1]), parts[2]
+        except (ValueError, IndexError):
+            N = D = dtype = None
+        if len(parts) != 3 or dtype not in BAG_DTYPES or D < 1 or N < 1 or BAG_SEQUENCE_IDS % N != 0:
+            sys.exit(f"compare.py: --bag-shapes '{text}': expected BAGxDIMxDTYPE with DTYPE one of {', '.join(BAG_DTYPES)} "
+                     f"and BAG dividing {BAG_SEQUENCE_IDS}")
+        shapes.add((N, D, dtype))
     return shapes
 
 
@@ -890,7 +896,7 @@ def bags_group(threads_list):
     f32 / f16 / int8 tables, f32 output: embedrt's pool (sum; mean + normalize for model2vec's
     rule), torch's F.embedding_bag (sum, mean; f16), FBGEMM's int8 rowwise bag, model2vec's numpy
     pooling, and the bag roofline (every row read in order, one pooled row written per bag)."""
-    B, L = 8, 1024
+    B, L = BAG_SEQUENCES, BAG_SEQUENCE_IDS
     shapes = bag_shapes()
     if args.smoke:
         B, L = 2, 64

@@ -4,12 +4,12 @@
 //
 // For every bag, the output is made in chunks of up to kChunkFloats values. A chunk of at most
 // kBlockVectors vectors (every row of dim <= 128 with AVX-512) is pooled in registers in one pass
-// over the bag's rows; a wider one is pooled row after row into the chunk's f32 values (the output
-// row itself when it is f32, else a buffer in L1), so each row is read once, in order, where the
-// L2's stream prefetcher can follow it (pooling a block of registers over all the rows, then the
-// next block, read every row once per block, each time 512 bytes from a different place). Either
-// way the rows are taken in the order of the ids, so every element sees exactly the reference's
-// sequence of f32 operations:
+// over the bag's rows; a wider one is pooled into the chunk's f32 values (the output row itself
+// when it is f32, else a buffer in L1) one row, or a group of 4 or 8 rows side by side, per pass
+// over them (pool_rows), so each row is read once, in order, where the L2's stream prefetcher can
+// follow it (pooling a block of registers over all the rows, then the next block, read every row
+// once per block, each time 512 bytes from a different place). Either way each element takes the
+// rows in the order of the ids, so it sees exactly the reference's sequence of f32 operations:
 //   sum:  acc = acc + x            (x = row * token_scale when token_scale != 1)
 //         acc = fma(w, x, acc)     with a weight (correctly rounded on every ISA)
 //   mean: the sum, then acc / n
@@ -143,12 +143,12 @@ inline void pool_block_of(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t 
 // MiB LLC, 5 rounds, grouped / one row at a time): int8 768 1.84x, int8 256 1.11x, f16 768 1.11x
 // (bags of 8 1.15x), f16 512 1.40x, f32 768 1.11x, f32 256 1.07x; cached f32 768 1.08x, int8
 // 1.00x. Narrower 16-bit rows lost, f16 256 0.89x and f16 384 0.98x, and stay one at a time.
-// Rows of at least kWideGroupVectors vectors go eight at a time, then four, then one (against
-// four at a time, 3 rounds: f16 768 1.05-1.15x, int8 768 1.06-1.10x, f32 768 bags of 8 1.04x,
-// cached bags of 12 1.05x, int4 768 1.00x; all eight at a time lost int8 256, 0.84x).
+// Chunks of at least kWideGroupVectors vectors go eight rows at a time, then four, then one
+// (against four at a time, 3 rounds: f16 768 1.05-1.15x, int8 768 1.06-1.10x, f32 768 bags of 8
+// 1.04x, cached bags of 12 1.05x, int4 768 1.00x; all eight at a time lost int8 256, 0.84x).
 constexpr std::uint64_t kRowGroup = 4;
 constexpr std::uint64_t kWideRowGroup = 8;
-constexpr std::uint64_t kWideGroupVectors = 512 / Traits::kWidth;  // rows of dim >= 512, on every ISA
+constexpr std::uint64_t kWideGroupVectors = 512 / Traits::kWidth;  // 512 values (a row of dim >= 512), every ISA
 constexpr std::uint64_t kGroupedFloatRowBytes = 1024;
 
 template <DType TD>
