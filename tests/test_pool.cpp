@@ -134,8 +134,9 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
   int model_index = 0;
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
     // 32 and 128: whole vectors that fit the registers on every vector ISA (SSE 8, AVX2 4 and 16,
-    // AVX-512 2 and 8 = kBlockVectors), the plain path's loop over bags (bag_body.inl).
-    for (std::uint64_t dim : {1, 7, 17, 32, 128, 300, 769, 2100}) {
+    // AVX-512 2 and 8), the plain path's loop over bags; 256: AVX-512's 16 registers of float rows,
+    // and groups of quantized rows (kRegisterVectors in bag_body.inl).
+    for (std::uint64_t dim : {1, 7, 17, 32, 128, 256, 300, 769, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,
                        .token_scale = dim == 7 ? 2.5 : 1.0};

@@ -3,13 +3,14 @@
 // helpers, and is compiled once per ISA like the rest of the kernel.
 //
 // For every bag, the output is made in chunks of up to kChunkFloats values. A chunk of at most
-// kBlockVectors vectors (every row of dim <= 128 with AVX-512) is pooled in registers in one pass
-// over the bag's rows; a wider one is pooled into the chunk's f32 values (the output row itself
-// when it is f32, else a buffer in L1) one row, or a group of 4 or 8 rows side by side, per pass
-// over them (pool_rows), so each row is read once, in order, where the L2's stream prefetcher can
-// follow it (pooling a block of registers over all the rows, then the next block, read every row
-// once per block, each time 512 bytes from a different place). Either way each element takes the
-// rows in the order of the ids, so it sees exactly the reference's sequence of f32 operations:
+// kRegisterVectors vectors (with AVX-512, float rows of dim <= 256, quantized ones of dim <= 128)
+// is pooled in registers in one pass over the bag's rows; a wider one is pooled into the chunk's
+// f32 values (the output row itself when it is f32, else a buffer in L1) one row, or a group of 4
+// or 8 rows side by side, per pass over them (pool_rows), so each row is read once, in order, where
+// the L2's stream prefetcher can follow it (pooling a block of registers over all the rows, then
+// the next block, read every row once per block, each time 512 bytes from a different place).
+// Either way each element takes the rows in the order of the ids, so it sees exactly the
+// reference's sequence of f32 operations:
 //   sum:  acc = acc + x            (x = row * token_scale when token_scale != 1)
 //         acc = fma(w, x, acc)     with a weight (correctly rounded on every ISA)
 //   mean: the sum, then acc / n
@@ -20,7 +21,16 @@
 // same bits; then every value is divided by the length, in place for an f32 output, or by pooling
 // the chunks again (their rows are in cache) for a 16-bit one.
 
-constexpr std::uint64_t kBlockVectors = Traits::kWidth == 1 ? 16 : 8;  // accumulators held in registers
+// How many vectors of a chunk pool_block holds in registers: 8 of the 16 AVX2/SSE registers; with
+// AVX-512's 32, 16 for float rows (a dim-256 row in one pass, as FBGEMM's JIT kernels hold it) but 8
+// for quantized ones, which pool faster in groups of rows (pool_rows). Measured (bench/ab.py, 1
+// thread, 5 rounds, 16 in registers / pool_rows, tables 3.9x the LLC): f16 256 bags of 32 1.25x,
+// f32 256 bags of 8 1.10x; cached 1.19x and 1.07x. Quantized rows in registers lost (3 rounds,
+// cached): int8 256 0.88x, int4 256 0.96x.
+template <DType TD>
+constexpr std::uint64_t kRegisterVectors =
+    Traits::kWidth == 1 ? 16 : Traits::kWidth == 16 && TD != DType::kInt8Rowwise && TD != DType::kInt4Rowwise ? 16 : 8;
+constexpr std::uint64_t kBlockVectors = kRegisterVectors<DType::kF32>;  // the most of any dtype
 constexpr std::uint64_t kChunkFloats = 1024;  // 4 KiB of L1; a multiple of 16 (the norm's lanes) and of every block
 static_assert(kChunkFloats % kNormLanes == 0 && kChunkFloats % (kBlockVectors * Traits::kWidth) == 0);
 
@@ -83,7 +93,7 @@ struct Bag {
   }
 };
 
-// Pools kVectors vectors from `j` (kVectors <= kBlockVectors) of every row of the bag into
+// Pools kVectors vectors from `j` (kVectors <= kRegisterVectors<TD>) of every row of the bag into
 // out[0, kVectors * W): the f32 operations of the comment above, before the normalization. The
 // count is a template argument so that the accumulators stay in registers (with a run-time count
 // GCC kept them on the stack: a load and a store per vector and row).
@@ -127,7 +137,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   }
 }
 
-// pool_block for a run-time count of 1 to kBlockVectors vectors.
+// pool_block for a run-time count of 1 to kRegisterVectors<TD> vectors.
 template <DType TD, IdPath P, std::size_t... kMinusOne>
 inline void pool_block_of(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass,
                           std::index_sequence<kMinusOne...>) {
@@ -244,10 +254,10 @@ template <DType TD, IdPath P>
 inline void pool_chunk(const Bag<TD, P>& bag, std::uint64_t c, std::uint64_t count, float* chunk, bool first_pass) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t whole = count / W * W;
-  if (whole / W > kBlockVectors) {
+  if (whole / W > kRegisterVectors<TD>) {
     pool_rows(bag, c, whole / W, chunk, first_pass);
   } else if (whole > 0) {
-    pool_block_of(bag, c, whole / W, chunk, first_pass, std::make_index_sequence<kBlockVectors>());
+    pool_block_of(bag, c, whole / W, chunk, first_pass, std::make_index_sequence<kRegisterVectors<TD>>());
   }
   for (std::uint64_t k = whole; k < count; ++k) chunk[k] = pool_one(bag, c + k);
 }
@@ -341,8 +351,9 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   // a sixth of their time: GCC made the copy a `rep movsq`, which held back the next bag's loads.)
   constexpr bool kPoolInPlace = OD == OutputDType::kF32;
   if constexpr (kPoolInPlace && P != IdPath::kGeneral) {
-    if (!a.normalize && dim % W == 0 && dim / W <= kBlockVectors) {
-      return pool_bags_in_registers_of<TD, P>(a, begin, end, ahead, dim / W, std::make_index_sequence<kBlockVectors>());
+    if (!a.normalize && dim % W == 0 && dim / W <= kRegisterVectors<TD>) {
+      return pool_bags_in_registers_of<TD, P>(a, begin, end, ahead, dim / W,
+                                               std::make_index_sequence<kRegisterVectors<TD>>());
     }
   }
   alignas(64) float chunk[kChunkFloats];
