@@ -29,13 +29,10 @@
 // cached): int8 256 0.88x, int4 256 0.96x.
 template <DType TD>
 constexpr std::uint64_t kRegisterVectors =
-    Traits::kWidth == 1 ? 16 : Traits::kWidth == 16 && TD != DType::kInt8Rowwise && TD != DType::kInt4Rowwise ? 16 : 8;
-constexpr std::uint64_t kBlockVectors = kRegisterVectors<DType::kF32>;  // the most of any dtype
-constexpr std::uint64_t kBagHeadRowBytes = 16 * 64;  // bag_prefetch_plan
-constexpr std::uint64_t kBagHeadDistance = 12;
-constexpr std::uint64_t kBagHeadBytes = 2 * 64;
+    Traits::kWidth == 1 ? 16 : Traits::kWidth == 16 && !kRowwiseQuantized<TD> ? 16 : 8;
 constexpr std::uint64_t kChunkFloats = 1024;  // 4 KiB of L1; a multiple of 16 (the norm's lanes) and of every block
-static_assert(kChunkFloats % kNormLanes == 0 && kChunkFloats % (kBlockVectors * Traits::kWidth) == 0);
+static_assert(kChunkFloats % kNormLanes == 0 &&
+              kChunkFloats % (kRegisterVectors<DType::kF32> * Traits::kWidth) == 0);  // the most of any dtype
 
 // The table row of id i (through the id map; row 0 for an id outside the table when the output says so).
 __attribute__((always_inline)) inline std::uint64_t bag_row(const PoolArgs& a, std::uint64_t i) noexcept {
@@ -69,10 +66,13 @@ inline IdPath bag_path(const PoolArgs& a) noexcept {
 // f16 384 1.26x, f32 256 1.12x (bags of 8 1.14x), f32 128 1.07x, f16 512 1.02x, f16 256 0.99-1.04x
 // (5 rounds; 3-round runs before: 0.96-1.11x); 8 or 16 rows ahead were no better. Quantized rows
 // keep whole rows: int8 768 (832-byte rows) lost, 0.72-0.75x.
+constexpr std::uint64_t kBagHeadRowBytes = 16 * 64;
+constexpr std::uint64_t kBagHeadDistance = 12;
+constexpr std::uint64_t kBagHeadBytes = 2 * 64;
+
 template <DType TD>
 inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
-  constexpr bool kQuantized = TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise;
-  if (!kQuantized && table_row_bytes > kNarrowRowBytes && table_row_bytes <= kBagHeadRowBytes) {
+  if (!kRowwiseQuantized<TD> && table_row_bytes > kNarrowRowBytes && table_row_bytes <= kBagHeadRowBytes) {
     return {kBagHeadDistance, kBagHeadBytes};
   }
   return prefetch_plan(table_row_bytes, kBagReach);
@@ -183,7 +183,7 @@ constexpr std::uint64_t kGroupedFloatRowBytes = 1024;
 
 template <DType TD>
 constexpr bool pools_rows_in_groups(std::uint64_t table_row_bytes) {
-  return TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise || table_row_bytes >= kGroupedFloatRowBytes;
+  return kRowwiseQuantized<TD> || table_row_bytes >= kGroupedFloatRowBytes;
 }
 
 template <DType TD, IdPath P>

@@ -310,6 +310,10 @@ inline void row_quantization(const std::byte* row, std::uint64_t params_offset, 
 
 constexpr std::uint64_t out_size(OutputDType od) { return od == OutputDType::kF32 ? 4 : 2; }
 
+// Tables whose rows carry their own scale and bias (after the codes, at params_offset).
+template <DType TD>
+constexpr bool kRowwiseQuantized = TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise;
+
 // Starts the arrival of a table row's first `bytes` (a prefetch plan's), and of a quantized row's
 // scale and bias, read before its codes, when they sit at its end past those bytes. The gather and
 // the bags both prefetch through it.
@@ -317,7 +321,7 @@ template <DType TD>
 __attribute__((always_inline)) inline void prefetch_row(const std::byte* row, std::uint64_t bytes,
                                                         std::uint64_t table_row_bytes, std::uint64_t params_offset) {
   for (std::uint64_t k = 0; k < bytes; k += 64) Traits::prefetch(row + k);
-  if constexpr (TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise) {
+  if constexpr (kRowwiseQuantized<TD>) {
     if (bytes < table_row_bytes) Traits::prefetch(row + params_offset);
   }
 }
