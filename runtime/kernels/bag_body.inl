@@ -9,7 +9,8 @@
 // or 8 rows side by side, per pass over them (pool_rows), so each row is read once, in order, where
 // the L2's stream prefetcher can follow it (pooling a block of registers over all the rows, then
 // the next block, read every row once per block, each time 512 bytes from a different place).
-// Quantized rows of at most 5 lines are copied into L1 first, 16 ids at a time (RowStage).
+// Quantized rows of at most 5 lines are copied into L1 first, 16 ids at a time (RowStage, in
+// kernel_body.inl).
 // Either way each element takes the rows in the order of the ids, so it sees exactly the
 // reference's sequence of f32 operations:
 //   sum:  acc = acc + x            (x = row * token_scale when token_scale != 1)
@@ -79,29 +80,6 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
   return prefetch_plan(table_row_bytes, kBagReach);
 }
 
-// Quantized rows of at most 5 lines (int8 dims up to 312, int4 up to 632) that pool_rows pools
-// (more than kRegisterVectors vectors: from dim 144 with AVX-512, 72 with AVX2) are first copied
-// into L1, kStagedRows consecutive ids at a time across bag boundaries, then pooled from there.
-// Pooled straight from a table 4x the LLC, int8 dim-256 rows went at 9-10 M rows/s (1 thread),
-// where a loop that only reads the same rows' lines reaches 21-22 M and pooling from L2 75 M:
-// dequantizing (5 operations per vector on AVX-512's 2 vector ports) keeps few rows in the core's
-// window, so few of their lines are in flight; the copy loop keeps many. Measured (bench/ab.py, 1
-// thread, 5 rounds, tables 4.3x the 480 MiB LLC, staged / from the table): int8 256 bags of 8
-// 1.23x [1.20-1.23], of 32 1.27x, of 128 1.28x; int4 512 bags of 32 1.33x; int8 256 cached 1.01x,
-// AVX2 1.02x; int8 768 (13 lines, not staged) 1.01x. Staging each bag's rows on their own gave bags
-// of 8 4% less; copying with memcpy (a call per row) instead of whole lines, 17% less.
-constexpr std::uint64_t kStagedRows = 16;
-
-template <DType TD>
-constexpr bool stages_rows(std::uint64_t table_row_bytes) {
-  return kRowwiseQuantized<TD> && table_row_bytes <= kNarrowRowBytes;
-}
-
-struct RowStage {
-  alignas(64) std::byte rows[kStagedRows * kNarrowRowBytes];
-  std::uint64_t first = 0, last = 0;  // the ids whose rows it holds
-};
-
 // The ids of one bag and what pooling them needs.
 template <DType TD, IdPath P>
 struct Bag {
@@ -136,18 +114,13 @@ struct Bag {
     if (i + ahead.distance >= ahead.ids_end) return;
     prefetch_row<TD>(this->row(i + ahead.distance), ahead.bytes, a.row_bytes, a.params_offset);
   }
-  // Copies the rows of ids [i, i + kStagedRows), up to the end of the call's range, into the stage,
-  // in whole lines: a row's last line is inside its stride (a multiple of 64, FORMAT.md 4).
+  // Copies the rows of ids [i, i + kStagedRows), up to the end of the call's range, into the stage.
   void restage(std::uint64_t i, bool prefetch) const noexcept {
-    stage->first = i;
-    stage->last = i + kStagedRows < ahead.ids_end ? i + kStagedRows : ahead.ids_end;
-    const std::uint64_t line_bytes = (a.row_bytes + 63) / 64 * 64;
-    for (std::uint64_t k = i; k < stage->last; ++k) {
-      if (prefetch) prefetch_ahead_of(k);
-      const std::byte* from = this->row(k);
-      std::byte* to = stage->rows + (k - i) * kNarrowRowBytes;
-      for (std::uint64_t l = 0; l < line_bytes; l += 64) __builtin_memcpy(to + l, from + l, 64);
-    }
+    stage->fill(i, i + kStagedRows < ahead.ids_end ? i + kStagedRows : ahead.ids_end, a.row_bytes,
+                [&](std::uint64_t k) {
+                  if (prefetch) prefetch_ahead_of(k);
+                  return this->row(k);
+                });
   }
 };
 
@@ -267,9 +240,7 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
   };
   if (bag.stage != nullptr) {
     const RowStage& stage = *bag.stage;
-    const auto staged_row = [&](std::uint64_t i) -> const std::byte* {
-      return stage.rows + (i - stage.first) * kNarrowRowBytes;
-    };
+    const auto staged_row = [&](std::uint64_t i) { return stage.row(i); };
     for (std::uint64_t i = bag.first; i < bag.last;) {
       if (i < stage.first || i >= stage.last) bag.restage(i, first_pass);
       const std::uint64_t end = stage.last < bag.last ? stage.last : bag.last;

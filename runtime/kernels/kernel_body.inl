@@ -326,6 +326,55 @@ __attribute__((always_inline)) inline void prefetch_row(const std::byte* row, st
   }
 }
 
+// Quantized rows of at most 5 lines (int8 dims up to 312, int4 up to 632) are copied into L1,
+// kStagedRows consecutive ids at a time, and used from there: by the gather, and by the bags where
+// pool_rows pools them (more than kRegisterVectors vectors: from dim 144 with AVX-512, 72 with
+// AVX2; across bag boundaries). Used straight from a table 4x the LLC, int8 dim-256 rows were
+// pooled at 9-10 M rows/s (1 thread), where a loop that only reads the same rows' lines reaches
+// 21-22 M and pooling from L2 75 M: dequantizing (5 operations per vector on AVX-512's 2 vector
+// ports) keeps few rows in the core's window, so few of their lines are in flight; the copy loop
+// keeps many. Measured (bench/ab.py, 1 thread, tables 4.3x the 480 MiB LLC, staged / from the
+// table):
+//  - Bags (5 rounds): int8 256 bags of 8 1.23x [1.20-1.23], of 32 1.27x, of 128 1.28x; int4 512
+//    bags of 32 1.33x; int8 256 cached 1.01x, AVX2 1.02x. Staging each bag's rows on their own
+//    gave bags of 8 4% less; copying with memcpy (a call per row) instead of whole lines, 17% less.
+//  - Gather (3 rounds): into one output buffer int8 256 1.77x, int8 128 1.16x, int4 512 1.61x,
+//    AVX2 int8 256 2.57x; int8 64 with outputs rotating through DRAM 1.39x, int8 256 + positions
+//    1.05x; cached int8 64 1.20x, int8 256 1.05x; single int8 256 tokens 1.06x; f32 64 (not
+//    staged) 1.01x.
+// Not staged: f16 and bf16 rows of 6-16 lines (bags: f16 256 1.13x and 384 1.24x in one run,
+// 0.97x and 1.04x in the next, and cached f16 256 0.72x), of 2-4 lines (f16 64 0.78x, 128 0.87x),
+// f32 rows (64 0.72x, 256 0.93x); int8 rows of 13 lines (gather: a table 4x the LLC 1.38x, but
+// GPT-2's, in the LLC, 0.97x).
+constexpr std::uint64_t kStagedRows = 16;
+
+template <DType TD>
+constexpr bool stages_rows(std::uint64_t table_row_bytes) {
+  return kRowwiseQuantized<TD> && table_row_bytes <= kNarrowRowBytes;
+}
+
+// The rows of ids [first, last) (at most kStagedRows of them), copied in whole lines: a row's last
+// line is inside its stride, a multiple of 64 (FORMAT.md 4).
+struct RowStage {
+  alignas(64) std::byte rows[kStagedRows * kNarrowRowBytes];
+  std::uint64_t first = 0, last = 0;
+
+  const std::byte* row(std::uint64_t i) const noexcept { return rows + (i - first) * kNarrowRowBytes; }
+  // row_of(i): the table row of id i (a caller's place to prefetch the rows ahead).
+  template <typename RowOf>
+  __attribute__((always_inline)) void fill(std::uint64_t from, std::uint64_t to, std::uint64_t table_row_bytes,
+                                           RowOf row_of) noexcept {
+    first = from;
+    last = to;
+    const std::uint64_t line_bytes = (table_row_bytes + 63) / 64 * 64;
+    for (std::uint64_t i = from; i < to; ++i) {
+      const std::byte* source = row_of(i);
+      std::byte* copy = rows + (i - from) * kNarrowRowBytes;
+      for (std::uint64_t l = 0; l < line_bytes; l += 64) __builtin_memcpy(copy + l, source + l, 64);
+    }
+  }
+};
+
 // Rows without LayerNorm: one pass. The vector body starts at `head`, the first element whose
 // output address is vector-aligned when streaming (stores that bypass the cache need it), else 0;
 // elements before it and after the last full vector take the scalar path, with identical rounding.
@@ -568,6 +617,12 @@ __attribute__((noinline)) void copy_tokens(const RowPrefetcher<TD, P> prefetch, 
   if (stream) Traits::fence();
 }
 
+// Token i's segment row, or none.
+__attribute__((always_inline)) inline const std::byte* segment_row(const KernelArgs& a, std::uint64_t i) noexcept {
+  if (a.segment == nullptr) return nullptr;
+  return a.segment + (a.segment_ids.data == nullptr ? 0 : id_at(a.segment_ids, i)) * a.segment_stride;
+}
+
 template <DType TD, OutputDType OD, bool kNorm, IdPath P>
 void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t dim = a.dim;
@@ -601,13 +656,28 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
     }
   }
   PositionCursor positions(a, begin);
+  if constexpr (!kNorm) {
+    if (stages_rows<TD>(table_row_bytes)) {
+      RowStage stage;
+      for (std::uint64_t block = begin; block < end; block += kStagedRows) {
+        stage.fill(block, block + kStagedRows < end ? block + kStagedRows : end, table_row_bytes,
+                   [&](std::uint64_t i) {
+                     if (i + distance < end) prefetch(i + distance);
+                     return prefetch.rows(i);
+                   });
+        for (std::uint64_t i = block; i < stage.last; ++i, out += out_row_bytes) {
+          const std::byte* pos = a.position != nullptr ? a.position + positions.next() * a.position_stride : nullptr;
+          embed_row<TD, OD>(a, stage.row(i), segment_row(a, i), pos, out, stream);
+        }
+      }
+      if (stream) Traits::fence();
+      return;
+    }
+  }
   for (std::uint64_t i = begin; i < end; ++i, out += out_row_bytes) {
     if (i + distance < end) prefetch(i + distance);
     const std::byte* tok = prefetch.rows(i);
-    const std::byte* seg = nullptr;
-    if (a.segment != nullptr) {
-      seg = a.segment + (a.segment_ids.data == nullptr ? 0 : id_at(a.segment_ids, i)) * a.segment_stride;
-    }
+    const std::byte* seg = segment_row(a, i);
     const std::byte* pos = a.position != nullptr ? a.position + positions.next() * a.position_stride : nullptr;
     if constexpr (kNorm) {
       embed_row_norm<TD, OD>(a, tok, seg, pos, out);
