@@ -354,7 +354,8 @@ constexpr bool stages_rows(std::uint64_t table_row_bytes) {
 }
 
 // The rows of ids [first, last) (at most kStagedRows of them), copied in whole lines: a row's last
-// line is inside its stride, a multiple of 64 (FORMAT.md 4).
+// line is inside its stride, a multiple of 64 (FORMAT.md 4). Each row has a slot of kNarrowRowBytes,
+// the most stages_rows lets through.
 struct RowStage {
   alignas(64) std::byte rows[kStagedRows * kNarrowRowBytes];
   std::uint64_t first = 0, last = 0;
