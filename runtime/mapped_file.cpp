@@ -56,10 +56,14 @@ namespace {
 // and sized in whole huge pages so that every part of it can be backed by one.
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-bool same_contents_state(const struct stat& a, const struct stat& b) {
-  return a.st_ino == b.st_ino && a.st_dev == b.st_dev && a.st_size == b.st_size &&
-         a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
-         a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+FileStamp stamp_of(const struct stat& st) {
+  FileStamp s;
+  s.device = static_cast<std::uint64_t>(st.st_dev);
+  s.inode = static_cast<std::uint64_t>(st.st_ino);
+  s.size = static_cast<std::uint64_t>(st.st_size);
+  s.modified_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  s.changed_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+  return s;
 }
 
 // Anonymous read-write memory of `length` bytes (a multiple of kHugePage) starting on a huge-page
@@ -83,7 +87,7 @@ void* map_huge_aligned(std::size_t length) {
 
 // Reads the whole file into `dest`. The file's identity and times are compared before and after:
 // a copy that overlapped a rewrite in place could mix two versions, so it is refused, not kept.
-Status copy_file(int fd, const std::string& path, const struct stat& before, std::byte* dest, std::size_t size) {
+Status copy_file(int fd, const std::string& path, const FileStamp& before, std::byte* dest, std::size_t size) {
   std::size_t done = 0;
   while (done < size) {
     const std::size_t chunk = std::min<std::size_t>(size - done, std::size_t{64} << 20);
@@ -98,7 +102,7 @@ Status copy_file(int fd, const std::string& path, const struct stat& before, std
     done += static_cast<std::size_t>(n);
   }
   struct stat after {};
-  if (done != size || ::fstat(fd, &after) != 0 || !same_contents_state(before, after)) {
+  if (done != size || ::fstat(fd, &after) != 0 || stamp_of(after) != before) {
     return Error(ErrorCode::kIo, "'" + path + "' changed while it was being copied into memory (" +
                                      std::to_string(done) + " of " + std::to_string(size) +
                                      " bytes read); open it again once it is complete");
@@ -107,6 +111,12 @@ Status copy_file(int fd, const std::string& path, const struct stat& before, std
 }
 
 }  // namespace
+
+std::optional<FileStamp> FileStamp::of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return stamp_of(st);
+}
 
 Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& options) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; it is
@@ -127,6 +137,7 @@ Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& o
     ::close(fd);
     return Error(ErrorCode::kInvalidArgument, "'" + path + "' is not a regular file");
   }
+  const FileStamp stamp = stamp_of(st);
   const auto size = static_cast<std::size_t>(st.st_size);
   if (size == 0) {
     ::close(fd);
@@ -144,7 +155,7 @@ Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& o
     addr = map_huge_aligned(length);
     map_errno = errno;
     if (addr != MAP_FAILED) {
-      if (Status s = copy_file(fd, path, st, static_cast<std::byte*>(addr), size); !s) {
+      if (Status s = copy_file(fd, path, stamp, static_cast<std::byte*>(addr), size); !s) {
         ::munmap(addr, length);
         ::close(fd);
         return std::move(s).error();
@@ -174,15 +185,17 @@ Result<MappedFile> MappedFile::map(const std::string& path, const OpenOptions& o
     }
     locked = true;
   }
-  return MappedFile(static_cast<const std::byte*>(addr), size, length, options.residency, locked);
+  return MappedFile(static_cast<const std::byte*>(addr), size, length, options.residency, locked, stamp);
 }
 
-MappedFile::MappedFile(const std::byte* data, std::size_t size, std::size_t length, Residency residency, bool locked)
+MappedFile::MappedFile(const std::byte* data, std::size_t size, std::size_t length, Residency residency, bool locked,
+                       const FileStamp& stamp)
     : data_(data),
       size_(size),
       length_(length),
       residency_(residency),
       locked_(locked),
+      stamp_(stamp),
       // A copy cannot fault: nothing to guard.
       fault_slot_(residency == Residency::kCopy ? detail::kNoFaultSlot : detail::register_mapping(data, size)) {}
 
@@ -192,6 +205,7 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
       length_(std::exchange(other.length_, 0)),
       residency_(other.residency_),
       locked_(std::exchange(other.locked_, false)),
+      stamp_(other.stamp_),
       fault_slot_(std::exchange(other.fault_slot_, detail::kNoFaultSlot)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
@@ -202,6 +216,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     length_ = std::exchange(other.length_, 0);
     residency_ = other.residency_;
     locked_ = std::exchange(other.locked_, false);
+    stamp_ = other.stamp_;
     fault_slot_ = std::exchange(other.fault_slot_, detail::kNoFaultSlot);
   }
   return *this;

@@ -292,6 +292,7 @@ std::uint16_t TableFile::version_major() const noexcept { return impl_->parsed.v
 std::uint16_t TableFile::version_minor() const noexcept { return impl_->parsed.version_minor; }
 const Metadata& TableFile::metadata() const noexcept { return impl_->parsed.metadata; }
 Residency TableFile::residency() const noexcept { return impl_->mapping.residency(); }
+const FileStamp& TableFile::stamp() const noexcept { return impl_->mapping.stamp(); }
 std::span<const TableView> TableFile::tables() const noexcept { return impl_->parsed.tables; }
 
 const TableView* TableFile::find(std::string_view name) const noexcept {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -161,4 +162,42 @@ TEST_CASE("copying a file that is not a model is refused like mapping it") {
   auto missing = TableFile::open(dir.file("missing.embt"), {.residency = Residency::kCopy});
   REQUIRE_FALSE(missing);
   CHECK(missing.error().code() == ErrorCode::kNotFound);
+}
+
+TEST_CASE("a file's stamp names the file that was opened, whatever the path names later") {
+  TempDir dir;
+  const std::string path = dir.file("m.embt");
+  for (Residency r : kAll) {
+    CAPTURE(residency_name(r));
+    write_model(path, 0.0f);
+    auto file = TableFile::open(path, {.residency = r});
+    REQUIRE(file);
+    const FileStamp opened = file->stamp();
+    const auto now = FileStamp::of(path);
+    REQUIRE(now);
+    CHECK(*now == opened);
+    CHECK(opened.size == file->file_size());
+    CHECK(opened.inode != 0);
+    const TableFile copy = *file;  // copies share the mapping, stamp included
+    CHECK(copy.stamp() == opened);
+
+    // Touched in place: the same inode with new times.
+    std::filesystem::last_write_time(path, std::filesystem::last_write_time(path) + std::chrono::seconds(5));
+    const auto touched = FileStamp::of(path);
+    REQUIRE(touched);
+    CHECK(touched->same_file(opened));
+    CHECK(*touched != opened);
+
+    // Replaced by rename: another inode at the path.
+    const std::string other = dir.file("other.embt");
+    write_model(other, 1000.0f);
+    std::filesystem::rename(other, path);
+    const auto replaced = FileStamp::of(path);
+    REQUIRE(replaced);
+    CHECK_FALSE(replaced->same_file(opened));
+
+    std::filesystem::remove(path);
+    CHECK_FALSE(FileStamp::of(path));
+    CHECK(file->stamp() == opened);  // the opened file's stamp, as it was
+  }
 }

@@ -26,6 +26,7 @@ class MappedFile {
 
   std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
   Residency residency() const noexcept { return residency_; }
+  const FileStamp& stamp() const noexcept { return stamp_; }  // from the descriptor that was mapped
 
   // Pages lost because the file was truncated under the mapping and replaced by zeros: nonzero
   // means the bytes can no longer be trusted. Only counted once install_fault_guard() ran
@@ -34,7 +35,8 @@ class MappedFile {
   std::uint64_t faults() const noexcept;
 
  private:
-  MappedFile(const std::byte* data, std::size_t size, std::size_t length, Residency residency, bool locked);
+  MappedFile(const std::byte* data, std::size_t size, std::size_t length, Residency residency, bool locked,
+             const FileStamp& stamp);
   void release() noexcept;
 
   const std::byte* data_ = nullptr;
@@ -42,6 +44,7 @@ class MappedFile {
   std::size_t length_ = 0;  // the mapping's (a copy is rounded up to whole huge pages)
   Residency residency_ = Residency::kMmap;
   bool locked_ = false;
+  FileStamp stamp_;
   int fault_slot_ = -1;  // in the fault guard's registry (runtime/fault_registry.hpp)
 };
 

@@ -46,6 +46,21 @@ struct OpenOptions {
   bool lock_in_memory = false;  // mlock the bytes (any residency); open fails if the OS refuses
 };
 
+// Which file, in which state: device and inode, size, modification and status-change times.
+// TableFile::stamp() is taken from the descriptor that was mapped (or copied), so it names those
+// bytes even when the path was replaced just before or after the open; a stat of the path taken
+// separately could name another file. Compared with FileStamp::of(path) later: another inode
+// means the path was replaced (a mapping keeps the old file, intact); the same inode with another
+// size or times means the file was rewritten in place under the mapping.
+struct FileStamp {
+  std::uint64_t device = 0, inode = 0, size = 0;
+  std::int64_t modified_ns = 0, changed_ns = 0;
+
+  static std::optional<FileStamp> of(const std::string& path);  // nullopt: gone or unreadable
+  bool same_file(const FileStamp& other) const noexcept { return device == other.device && inode == other.inode; }
+  bool operator==(const FileStamp&) const = default;
+};
+
 // One table, as described by its directory entry, with a view of its mapped bytes.
 struct TableView {
   std::string name;
@@ -72,6 +87,8 @@ class TableFile {
   const Metadata& metadata() const noexcept;
   // How the bytes are held (OpenOptions::residency).
   Residency residency() const noexcept;
+  // The file that was opened, as it was then (see FileStamp).
+  const FileStamp& stamp() const noexcept;
   std::span<const TableView> tables() const noexcept;
 
   // The table with this name or role; nullptr when there is none.

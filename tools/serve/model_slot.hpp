@@ -1,9 +1,10 @@
 // The model a server is serving, replaceable while requests run: a request takes a snapshot
 // (a shared_ptr) and finishes on it, so a reload never pulls a mapping from under a request.
 //
-// The slot also knows which file it mapped (device, inode, size, times), so the server can tell
-// a file replaced by rename (the mapping keeps the old inode: safe, keep serving) from a file
-// rewritten in place (the mapping shows the new bytes or faults: not ready until reloaded).
+// The slot also knows which file it mapped (its FileStamp: device, inode, size, times), so the
+// server can tell a file replaced by rename (the mapping keeps the old inode: safe, keep serving)
+// from a file rewritten in place (the mapping shows the new bytes or faults: not ready until
+// reloaded).
 #pragma once
 
 #include <atomic>
@@ -17,21 +18,12 @@
 
 namespace embedrt::serve {
 
-struct FileIdentity {
-  std::uint64_t device = 0, inode = 0, size = 0;
-  std::int64_t modified_ns = 0, changed_ns = 0;
-
-  static std::optional<FileIdentity> of(const std::string& path);  // nullopt: gone or unreadable
-  bool same_file(const FileIdentity& other) const { return device == other.device && inode == other.inode; }
-  bool operator==(const FileIdentity&) const = default;
-};
-
 struct ServedModel {
   std::string name;
   std::string path;
   Embedder embedder;
   std::uint64_t generation;  // 1 for the first load, +1 per successful reload
-  FileIdentity identity;     // the file as it was when it was mapped
+  FileStamp identity;        // the file as it was when it was mapped (from the mapped descriptor)
   // Set once the file is seen rewritten in place (or its mapping faulted): its data can no
   // longer be trusted, so the server answers 503 until a reload succeeds.
   mutable std::atomic<bool> damaged{false};

@@ -243,8 +243,8 @@ HttpResponse Service::infer(const std::shared_ptr<const ServedModel>& model, Htt
 void Service::watch_file(const std::function<void(std::function<void()>)>& run_later) {
   auto model = slot_.get();
   if (!model) return;
-  const std::optional<FileIdentity> now = FileIdentity::of(model->path);
-  const std::optional<FileIdentity> before = std::exchange(last_seen_, now);
+  const std::optional<FileStamp> now = FileStamp::of(model->path);
+  const std::optional<FileStamp> before = std::exchange(last_seen_, now);
   if (now && *now == model->identity) return;
   // Replaced by rename or removed: the mapping still holds the old inode, intact. A private copy
   // is intact whatever happened to the file, rewrites in place included.

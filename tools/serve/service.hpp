@@ -58,7 +58,7 @@ class Service final : public RequestHandler {
   Inference inference_;
   Metrics metrics_;
   // File watching state, I/O thread only.
-  std::optional<FileIdentity> last_seen_, reload_tried_, replacement_told_;
+  std::optional<FileStamp> last_seen_, reload_tried_, replacement_told_;
   std::shared_ptr<std::atomic<bool>> reloading_ = std::make_shared<std::atomic<bool>>(false);
 };
 
