@@ -139,7 +139,7 @@ parser.add_argument("--quick", action="store_true", help="GPT-2 and decode only,
 parser.add_argument("--bag-shapes", default=None,
                     help="the bags group's shapes to run, as BAGxDIMxDTYPE,... (e.g. 32x768xint8,32x768xf16; BAG divides "
                          "1024; default: bags of 8, 32 and 128 at dims 64, 256 and 768 from f32, f16 and int8, 27 cases "
-                         "on 9 tables 4x the LLC, more than one run holds where the LLC is hundreds of MiB; --smoke "
+                         "on 9 tables 4x the LLC, run one table at a time; --smoke "
                          "keeps its own tiny shapes)")
 parser.add_argument("--smoke", action="store_true",
                     help="embedrt only (no torch or ONNX Runtime), tiny shapes, one short round: checks the script")
@@ -160,9 +160,10 @@ if args.quick:
 if args.smoke:
     args.rounds, args.seconds = 1, 0.02
 SMALL_DIMS = (64, 128, 256, 384)
-# Groups run one after the other, each freed before the next. `small` runs one width at a time:
-# its tables are 4x the LLC, and on a machine whose LLC is hundreds of MiB four widths at once
-# (file, torch's copy and its output buffers: ~6 GB each) would not fit in memory.
+# Groups run one after the other, each freed before the next. `small` runs one width at a time,
+# and `bags` one table at a time (main(), from bag_tables()): their tables are 4x the LLC, and on a
+# machine whose LLC is hundreds of MiB four widths or nine bag tables at once (file, torch's copy
+# and its output buffers: ~6 GB each) would not fit in memory.
 EXPANDS = {"gemma3n": ("gemma3n-e2b", "gemma3n-e4b"), "small": tuple(f"small-{d}" for d in SMALL_DIMS)}
 GROUPS = [g for group in args.groups.split(",") for g in EXPANDS.get(group, (group,))]
 CORES = os.cpu_count()
@@ -887,9 +888,10 @@ BAG_SEQUENCES, BAG_SEQUENCE_IDS = 8, 1024  # a call's ids: sequences x ids, each
 
 
 def bag_shapes():
-    """The bags group's (bag, dim, dtype) shapes: --bag-shapes, else every combination."""
+    """The bags group's (bag, dim, dtype) shapes: --bag-shapes, else every combination (--smoke:
+    its own tiny ones)."""
     if not args.bag_shapes:
-        return {(N, D, dtype) for N in BAG_SIZES for D in BAG_DIMS for dtype in BAG_DTYPES}
+        return smoke_bag_shapes() if args.smoke else {(N, D, dtype) for N in BAG_SIZES for D in BAG_DIMS for dtype in BAG_DTYPES}
     shapes = set()
     for text in args.bag_shapes.split(","):
         parts = text.strip().split("x")
@@ -901,19 +903,25 @@ def bag_shapes():
             sys.exit(f"compare.py: --bag-shapes '{text}': expected BAGxDIMxDTYPE with DTYPE one of {', '.join(BAG_DTYPES)} "
                      f"and BAG dividing {BAG_SEQUENCE_IDS}")
         shapes.add((N, D, dtype))
-    return shapes
+    return smoke_bag_shapes() if args.smoke else shapes  # a malformed one is refused even so
 
 
-def bags_group(threads_list):
+def smoke_bag_shapes():
+    return {(N, 64, dtype) for N in (8, 32) for dtype in BAG_DTYPES}
+
+
+def bag_tables():
+    """The bags group's tables, (dim, dtype), in the order they run: one table a group (see EXPANDS)."""
+    return sorted({(D, dtype) for _, D, dtype in bag_shapes()}, key=lambda t: (t[0], BAG_DTYPES.index(t[1])))
+
+
+def bags_group(threads_list, table):
     """Equal bags of 8, 32 and 128 ids (8192 ids a call) from tables 4x the LLC, dims 64, 256, 768,
     f32 / f16 / int8 tables, f32 output: embedrt's pool (sum; mean + normalize for model2vec's
     rule), torch's F.embedding_bag (sum, mean; f16), FBGEMM's int8 rowwise bag, model2vec's numpy
     pooling, and the bag roofline (every row read in order, one pooled row written per bag)."""
-    B, L = BAG_SEQUENCES, BAG_SEQUENCE_IDS
-    shapes = bag_shapes()
-    if args.smoke:
-        B, L = 2, 64
-        shapes = {(N, 64, dtype) for N in (8, 32) for dtype in BAG_DTYPES}
+    B, L = (BAG_SEQUENCES, BAG_SEQUENCE_IDS) if not args.smoke else (2, 64)
+    shapes = {s for s in bag_shapes() if s[1:] == table}
     cases, models = [], []
     for D in sorted({D for _, D, _ in shapes}):
         for dtype in [t for t in BAG_DTYPES if any(s[1:] == (D, t) for s in shapes)]:
@@ -1048,8 +1056,11 @@ def main():
     builders = {"gpt2": lambda: gpt2_group(THREADS), "bert": lambda: bert_group(THREADS),
                 "llama": lambda: big_group(THREADS, "Llama-3", 128256, 4096, [("f32", "f32"), ("bf16", "f32"), ("bf16", "bf16")], 4, 512),
                 "gemma": lambda: big_group(THREADS, "Gemma-3", 262144, 5376, [("bf16", "bf16")], 4, 512, token_scale=73.5),
-                "cached": lambda: cached_group(THREADS), "bags": lambda: bags_group(THREADS),
-                **{f"small-{d}": (lambda d=d: small_group(THREADS, (d,))) for d in SMALL_DIMS}}
+                "cached": lambda: cached_group(THREADS),
+                **{f"small-{d}": (lambda d=d: small_group(THREADS, (d,))) for d in SMALL_DIMS},
+                **{f"bags-{D}-{dtype}": (lambda t=(D, dtype): bags_group(THREADS, t)) for D, dtype in bag_tables()}}
+    groups = [g for group in GROUPS for g in ([f"bags-{D}-{dtype}" for D, dtype in bag_tables()] if group == "bags"
+                                              else (group,))]
     cases = rows = None
 
     def summary(contender, values):
@@ -1081,7 +1092,7 @@ def main():
             result["decode"][row] = {"medians_ns": {k: median(v) for k, v in s.items()}, "samples_ns": s}
 
     try:
-        for group in GROUPS:
+        for group in groups:
             stalled_before = memory_stall_seconds()
             if group in builders:
                 cases, models = builders[group]()
