@@ -361,7 +361,7 @@ InferOutcome Inference::run(const ServedModel& model, const InferInputs& inputs,
   // as it was when mapped, checked after the rows were read, means the rows were the model's.
   // (A private copy holds the bytes of one version whatever happens to the file: nothing to check.)
   if (const auto now = model.holds_private_copy() ? std::nullopt : FileStamp::of(model.path);
-      now && now->same_file(model.identity) && *now != model.identity) {
+      now && now->same_file(model.identity()) && *now != model.identity()) {
     model.damaged.store(true);
     return fail(refuse(Refusal::kUnavailable, "the model file " + model.path +
                                                   " changed in place while this request read it; the model is not "

@@ -10,16 +10,11 @@ Status ModelSlot::load(const std::string& name, const std::string& path, const O
   if (Status s = model->file().verify(); !s) return s;
   auto embedder = Embedder::create(std::move(*model), options);
   if (!embedder) return std::move(embedder).error();
-  // The stamp of the descriptor that was mapped, never a separate stat of the path: a file renamed
-  // over the path between such a stat and the open would leave the model naming an inode it does
-  // not hold, and a later file reusing that inode number would look like an in-place rewrite
-  // (seen as spurious 503s while reloading under load).
-  const FileStamp identity = embedder->model().file().stamp();
   const std::uint64_t generation = get() ? get()->generation + 1 : 1;
   // Braces, not make_shared's parentheses: clang 14 (the fuzz build) lacks C++20's parenthesized
   // aggregate initialization.
   std::shared_ptr<const ServedModel> next(
-      new ServedModel{name, path, std::move(*embedder), generation, identity});
+      new ServedModel{name, path, std::move(*embedder), generation});
   std::lock_guard<std::mutex> lock(mutex_);
   current_ = std::move(next);
   return {};

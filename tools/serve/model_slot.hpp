@@ -23,10 +23,15 @@ struct ServedModel {
   std::string path;
   Embedder embedder;
   std::uint64_t generation;  // 1 for the first load, +1 per successful reload
-  FileStamp identity;        // the file as it was when it was mapped (from the mapped descriptor)
   // Set once the file is seen rewritten in place (or its mapping faulted): its data can no
   // longer be trusted, so the server answers 503 until a reload succeeds.
   mutable std::atomic<bool> damaged{false};
+
+  // The file as it was when it was mapped, from the descriptor that was mapped: never a separate
+  // stat of the path, which a file renamed over it between the stat and the open would make name
+  // an inode the model does not hold (a later file reusing that inode number then looks like an
+  // in-place rewrite: spurious 503s while reloading under load).
+  const FileStamp& identity() const { return embedder.model().file().stamp(); }
 
   // The bytes are a private copy (--residency copy): no change to the file reaches them.
   bool holds_private_copy() const { return embedder.model().file().residency() == Residency::kCopy; }

@@ -245,13 +245,13 @@ void Service::watch_file(const std::function<void(std::function<void()>)>& run_l
   if (!model) return;
   const std::optional<FileStamp> now = FileStamp::of(model->path);
   const std::optional<FileStamp> before = std::exchange(last_seen_, now);
-  if (now && *now == model->identity) return;
+  if (now && *now == model->identity()) return;
   // Replaced by rename or removed: the mapping still holds the old inode, intact. A private copy
   // is intact whatever happened to the file, rewrites in place included.
-  if ((!now || !now->same_file(model->identity) || model->holds_private_copy()) && !model->damaged.load()) {
+  if ((!now || !now->same_file(model->identity()) || model->holds_private_copy()) && !model->damaged.load()) {
     if (now != replacement_told_) {
       replacement_told_ = now;
-      const char* what = !now ? "removed" : now->same_file(model->identity) ? "changed in place" : "replaced";
+      const char* what = !now ? "removed" : now->same_file(model->identity()) ? "changed in place" : "replaced";
       std::fprintf(stderr, "embedrt serve: %s was %s; still serving generation %llu%s (SIGHUP or POST "
                    "/v2/repository/models/%s/load switches)\n", model->path.c_str(), what,
                    static_cast<unsigned long long>(model->generation), model->holds_private_copy() ? " from its copy" : "",
