@@ -160,12 +160,6 @@ if args.quick:
 if args.smoke:
     args.rounds, args.seconds = 1, 0.02
 SMALL_DIMS = (64, 128, 256, 384)
-# Groups run one after the other, each freed before the next. `small` runs one width at a time,
-# and `bags` one table at a time (main(), from bag_tables()): their tables are 4x the LLC, and on a
-# machine whose LLC is hundreds of MiB four widths or nine bag tables at once (file, torch's copy
-# and its output buffers: ~6 GB each) would not fit in memory.
-EXPANDS = {"gemma3n": ("gemma3n-e2b", "gemma3n-e4b"), "small": tuple(f"small-{d}" for d in SMALL_DIMS)}
-GROUPS = [g for group in args.groups.split(",") for g in EXPANDS.get(group, (group,))]
 CORES = os.cpu_count()
 THREADS = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, CORES})
 if args.clock == "cpu":
@@ -911,7 +905,7 @@ def smoke_bag_shapes():
 
 
 def bag_tables():
-    """The bags group's tables, (dim, dtype), in the order they run: one table a group (see EXPANDS)."""
+    """The bags group's tables, (dim, dtype), in the order they run: one table a group (main())."""
     return sorted({(D, dtype) for _, D, dtype in bag_shapes()}, key=lambda t: (t[0], BAG_DTYPES.index(t[1])))
 
 
@@ -1059,8 +1053,13 @@ def main():
                 "cached": lambda: cached_group(THREADS),
                 **{f"small-{d}": (lambda d=d: small_group(THREADS, (d,))) for d in SMALL_DIMS},
                 **{f"bags-{D}-{dtype}": (lambda t=(D, dtype): bags_group(THREADS, t)) for D, dtype in bag_tables()}}
-    groups = [g for group in GROUPS for g in ([f"bags-{D}-{dtype}" for D, dtype in bag_tables()] if group == "bags"
-                                              else (group,))]
+    # Groups run one after the other, each freed before the next. `small` runs one width at a time
+    # and `bags` one table at a time: their tables are 4x the LLC, and on a machine whose LLC is
+    # hundreds of MiB four widths or nine bag tables at once (file, torch's copy and its output
+    # buffers: ~6 GB each) would not fit in memory.
+    expands = {"gemma3n": ("gemma3n-e2b", "gemma3n-e4b"), "small": [f"small-{d}" for d in SMALL_DIMS],
+               "bags": [f"bags-{D}-{dtype}" for D, dtype in bag_tables()]}
+    groups = [g for group in args.groups.split(",") for g in expands.get(group, (group,))]
     cases = rows = None
 
     def summary(contender, values):
