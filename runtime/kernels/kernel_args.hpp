@@ -50,6 +50,9 @@ struct KernelArgs {
 
   void* out = nullptr;
   bool nontemporal = false;
+  // Embed position-major (see StepOrder in kernel_body.inl); true only when `offsets`, `starts` and
+  // `position_ids` are null, `padding_id` is negative and there is a position table.
+  bool position_major = false;
 };
 
 // What a bag kernel needs (FORMAT.md 7.2), validated like KernelArgs: every id reads a row.

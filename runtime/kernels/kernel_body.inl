@@ -153,6 +153,46 @@ class PositionCursor {
   std::uint64_t seq_ = 0, seq_end_ = 0, t_ = 0, nonpad_ = 0;
 };
 
+// The order a range's tokens are embedded in: a call's [begin, end) are steps, and step v embeds
+// token token(). Normally step v is token v. Position-major (KernelArgs::position_major: uniform
+// sequences that all add position rows start, start + 1, ...), step v is position v / S of
+// sequence v % S, so the S tokens that add one position row follow each other and all but the
+// first read it from L1; in token order a whole sequence passes between two reads of a row. The
+// Embedder chooses the order (embeds_position_major, with the measurements).
+class StepOrder {
+ public:
+  __attribute__((always_inline)) StepOrder(const KernelArgs& a, std::uint64_t step)
+      : position_major_(a.position_major), sequences_(a.sequences), length_(a.length) {
+    if (!position_major_) {
+      token_ = step;
+      return;
+    }
+    column_ = step / sequences_;
+    sequence_ = step % sequences_;
+    token_ = sequence_ * length_ + column_;
+  }
+  bool position_major() const noexcept { return position_major_; }
+  std::uint64_t token() const noexcept { return token_; }
+  // Position-major only: the token's place in its sequence.
+  std::uint64_t column() const noexcept { return column_; }
+
+  __attribute__((always_inline)) void next() noexcept {
+    if (!position_major_) {
+      ++token_;
+    } else if (++sequence_ == sequences_) {
+      sequence_ = 0;
+      token_ = ++column_;
+    } else {
+      token_ += length_;
+    }
+  }
+
+ private:
+  bool position_major_;
+  std::uint64_t sequences_, length_;
+  std::uint64_t token_ = 0, column_ = 0, sequence_ = 0;
+};
+
 // Which part of an upcoming row is prefetched, and how many rows ahead. What limits a random-row
 // gather is how many cache-line misses the core keeps in flight: a software prefetch takes a miss
 // buffer until its line arrives, and when they are all taken the prefetch instruction itself
@@ -641,7 +681,10 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t distance = prefetch.plan.distance;
   // The range's first rows, before the loop's prefetches `distance` tokens ahead reach them; not the
   // very first, whose loads come next anyway (prefetching it cost a warm single-token call 4-5 ns).
-  for (std::uint64_t i = begin + 1; i < end && i < begin + distance; ++i) prefetch(i);
+  {
+    StepOrder first(a, begin + 1);
+    for (std::uint64_t v = begin + 1; v < end && v < begin + distance; ++v, first.next()) prefetch(first.token());
+  }
   // A row that leaves as it is (the output dtype is the table's, nothing added or scaled) is
   // copied. For a 16-bit row, converting it to f32 and rounding it back is the identity except that
   // it quiets a signalling NaN, which torch's gather does not do either, and the conversion and
@@ -656,34 +699,50 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
       return copy_tokens(prefetch, begin, end, out, out_row_bytes, stream);
     }
   }
-  PositionCursor positions(a, begin);
+  // Steps, not tokens, from here: `order` is the step being embedded, `ahead` the one prefetched.
+  std::byte* const out_base = static_cast<std::byte*>(a.out);
+  StepOrder order(a, begin);
+  PositionCursor positions(a, begin);  // token order's positions
+  const auto position_row = [&]() -> const std::byte* {
+    if (a.position == nullptr) return nullptr;
+    const std::uint64_t p = order.position_major() ? a.start + order.column() + a.position_offset : positions.next();
+    return a.position + p * a.position_stride;
+  };
   if constexpr (!kNorm) {
     if (stages_rows<TD>(table_row_bytes)) {
       RowStage stage;
+      StepOrder copied(a, begin), copied_ahead(a, begin + distance);  // the stage's fill, one step at a time
       for (std::uint64_t block = begin; block < end; block += kStagedRows) {
         stage.fill(block, block + kStagedRows < end ? block + kStagedRows : end, table_row_bytes,
-                   [&](std::uint64_t i) {
-                     if (i + distance < end) prefetch(i + distance);
-                     return prefetch.rows(i);
+                   [&](std::uint64_t v) {
+                     if (v + distance < end) prefetch(copied_ahead.token());
+                     const std::byte* row = prefetch.rows(copied.token());
+                     copied.next();
+                     copied_ahead.next();
+                     return row;
                    });
-        for (std::uint64_t i = block; i < stage.last; ++i, out += out_row_bytes) {
-          const std::byte* pos = a.position != nullptr ? a.position + positions.next() * a.position_stride : nullptr;
-          embed_row<TD, OD>(a, stage.row(i), segment_row(a, i), pos, out, stream);
+        for (std::uint64_t v = block; v < stage.last; ++v, order.next()) {
+          const std::uint64_t i = order.token();
+          const std::byte* pos = position_row();
+          embed_row<TD, OD>(a, stage.row(v), segment_row(a, i), pos, out_base + i * out_row_bytes, stream);
         }
       }
       if (stream) Traits::fence();
       return;
     }
   }
-  for (std::uint64_t i = begin; i < end; ++i, out += out_row_bytes) {
-    if (i + distance < end) prefetch(i + distance);
+  StepOrder ahead(a, begin + distance);
+  for (std::uint64_t v = begin; v < end; ++v, order.next(), ahead.next()) {
+    if (v + distance < end) prefetch(ahead.token());
+    const std::uint64_t i = order.token();
     const std::byte* tok = prefetch.rows(i);
     const std::byte* seg = segment_row(a, i);
-    const std::byte* pos = a.position != nullptr ? a.position + positions.next() * a.position_stride : nullptr;
+    const std::byte* pos = position_row();
+    std::byte* const row_out = out_base + i * out_row_bytes;
     if constexpr (kNorm) {
-      embed_row_norm<TD, OD>(a, tok, seg, pos, out);
+      embed_row_norm<TD, OD>(a, tok, seg, pos, row_out);
     } else {
-      embed_row<TD, OD>(a, tok, seg, pos, out, stream);
+      embed_row<TD, OD>(a, tok, seg, pos, row_out, stream);
     }
   }
   if (stream) Traits::fence();
