@@ -136,7 +136,7 @@ Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
       }
     }
   }
-  return Embedder(std::move(model), options, isa, last_level_cache().bytes);
+  return Embedder(std::move(model), options, isa, options.cache_bytes.value_or(last_level_cache().bytes));
 }
 
 std::size_t output_element_bytes(OutputDType dtype) noexcept {
@@ -300,6 +300,10 @@ void run_in_chunks(Args& args, Kernel kernel, std::uint64_t n, std::uint64_t gra
   }
 }
 
+// Whether a token table's rows come from memory rather than the cache (KernelArgs::
+// token_rows_from_memory): it is larger than half the LLC.
+bool token_rows_from_memory(std::uint64_t table_bytes, std::uint64_t llc_bytes) { return table_bytes > llc_bytes / 2; }
+
 // Whether a request is embedded position-major (KernelArgs::position_major): its sequences are
 // uniform and add the same position rows, and its token rows come from the cache or are narrow.
 // Measured against token order (bench/ab.py, 1 thread, a 480 MiB LLC, medians of 3-5 interleaved
@@ -309,10 +313,10 @@ void run_in_chunks(Args& args, Kernel kernel, std::uint64_t n, std::uint64_t gra
 // outputs rotating 0.86x. Tiles of 2-16 positions per sequence did no better on either side.
 constexpr std::uint64_t kPositionMajorRowBytes = 1024;
 
-bool embeds_position_major(const kernels::KernelArgs& a, std::uint64_t table_bytes, std::uint64_t llc_bytes) {
+bool embeds_position_major(const kernels::KernelArgs& a) {
   const bool shared_positions = a.position != nullptr && a.position_ids.data == nullptr && a.offsets == nullptr &&
                                 a.starts == nullptr && a.padding_id < 0 && a.sequences > 1 && a.length > 1;
-  return shared_positions && (table_bytes <= llc_bytes / 2 || a.row_bytes <= kPositionMajorRowBytes);
+  return shared_positions && (!a.token_rows_from_memory || a.row_bytes <= kPositionMajorRowBytes);
 }
 
 // Runs one output's kernel over tokens [0, n): on the calling thread for small outputs, else in
@@ -466,7 +470,8 @@ Status Embedder::embed(const EmbedRequest& r, std::span<const OutputTarget> targ
     a.position_offset = o.rules->position_offset;
     a.padding_id = o.rules->padding_id;
     a.out = target.span.data();
-    a.position_major = embeds_position_major(a, o.token->bytes.size(), llc_bytes_);
+    a.token_rows_from_memory = token_rows_from_memory(o.token->bytes.size(), llc_bytes_);
+    a.position_major = embeds_position_major(a);
     run_kernel(a, n, target.span.dtype(), o.token->dtype, options_, isa_, llc_bytes_);
   }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <oneapi/tbb/task_arena.h>
 #include <random>
+#include <utility>
 
 #include "embedrt/embedder.hpp"
 #include "embedrt/embedrt.hpp"
@@ -197,13 +198,18 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
     request.segment_ids = b.segments;
     for (Isa isa : supported_isas()) {
       for (NonTemporal nt : {NonTemporal::kNever, NonTemporal::kAlways}) {
-        // inline_bytes 0 sends even these small requests through the parallel path.
-        for (std::size_t inline_bytes : {std::size_t{1} << 30, std::size_t{0}}) {
-          auto embedder = Embedder::create(model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes});
+        // inline_bytes 0 sends even these small requests through the parallel path. A cache of 0
+        // bytes makes every table one whose rows come from memory: uniform batches with rows of
+        // more than 1 KiB go in token order, and quantized rows of 6-16 lines are staged.
+        for (const auto& [inline_bytes, cache_bytes] : {std::pair<std::size_t, std::optional<std::uint64_t>>{std::size_t{1} << 30, {}},
+                                                       {std::size_t{0}, {}}, {std::size_t{0}, 0}}) {
+          auto embedder = Embedder::create(
+              model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes, .cache_bytes = cache_bytes});
           REQUIRE(embedder);
           CAPTURE(isa_name(isa));
           CAPTURE(b.name);
           CAPTURE(inline_bytes);
+          CAPTURE(cache_bytes.has_value());
           std::vector<float> got(want.size(), -99.0f);
           REQUIRE(embedder->embed(request, OutputSpan(got)));
           int mismatches = 0;

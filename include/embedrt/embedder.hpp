@@ -158,6 +158,10 @@ struct EmbedderOptions {
   tbb::task_arena* arena = nullptr;           // run inside this arena; the default arena otherwise
   NonTemporal nontemporal = NonTemporal::kAuto;
   std::size_t inline_bytes = 256 * 1024;      // requests writing less run on the calling thread
+  // The last-level cache the Embedder's memory choices assume (streaming stores under kAuto; for a
+  // table larger than half of it, the gather's order and which quantized rows it copies to L1
+  // first); default: the cache detected (last_level_cache()). None changes a result's bits.
+  std::optional<std::uint64_t> cache_bytes;
 };
 
 class Embedder {

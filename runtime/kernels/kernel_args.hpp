@@ -53,6 +53,9 @@ struct KernelArgs {
   // Embed position-major (see StepOrder in kernel_body.inl); true only when `offsets`, `starts` and
   // `position_ids` are null, `padding_id` is negative and there is a position table.
   bool position_major = false;
+  // The token table is larger than half the LLC, so its rows come from memory (the Embedder's
+  // rule): wider quantized rows are staged in L1 too (stages_rows in kernel_body.inl).
+  bool token_rows_from_memory = false;
 };
 
 // What a bag kernel needs (FORMAT.md 7.2), validated like KernelArgs: every id reads a row.

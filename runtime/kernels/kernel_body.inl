@@ -384,33 +384,39 @@ __attribute__((always_inline)) inline void prefetch_row(const std::byte* row, st
 //    staged) 1.01x.
 // Not staged: f16 and bf16 rows of 6-16 lines (bags: f16 256 1.13x and 384 1.24x in one run,
 // 0.97x and 1.04x in the next, and cached f16 256 0.72x), of 2-4 lines (f16 64 0.78x, 128 0.87x),
-// f32 rows (64 0.72x, 256 0.93x); int8 rows of 13 lines (gather: a table 4x the LLC 1.38x, but
-// GPT-2's, in the LLC, 0.97x).
+// f32 rows (64 0.72x, 256 0.93x).
+// The gather also stages quantized rows of 6-16 lines (int8 dims 313-1016, int4 633-2040) when they
+// come from memory (KernelArgs::token_rows_from_memory): int8 rows of 13 lines from a table 4x the
+// LLC 1.38x, but from GPT-2's, in the LLC, 0.97x. See the commit for the measures of the rule.
 constexpr std::uint64_t kStagedRows = 16;
+constexpr std::uint64_t kStagedRowBytes = 16 * 64;  // the widest staged row
 
 template <DType TD>
-constexpr bool stages_rows(std::uint64_t table_row_bytes) {
-  return kRowwiseQuantized<TD> && table_row_bytes <= kNarrowRowBytes;
+constexpr bool stages_rows(std::uint64_t table_row_bytes, bool rows_from_memory = false) {
+  return kRowwiseQuantized<TD> &&
+         (table_row_bytes <= kNarrowRowBytes || (rows_from_memory && table_row_bytes <= kStagedRowBytes));
 }
 
 // The rows of ids [first, last) (at most kStagedRows of them), copied in whole lines: a row's last
 // line is inside its stride, a multiple of 64 (FORMAT.md 4). Each row has a slot of kNarrowRowBytes,
-// the most stages_rows lets through.
+// or kStagedRowBytes when it is wider (slots of a narrow row's own lines, 192 bytes for int8 128,
+// gathered 0.95x [0.92-0.97] as fast as 320).
 struct RowStage {
-  alignas(64) std::byte rows[kStagedRows * kNarrowRowBytes];
-  std::uint64_t first = 0, last = 0;
+  alignas(64) std::byte rows[kStagedRows * kStagedRowBytes];
+  std::uint64_t first = 0, last = 0, slot = 0;
 
-  const std::byte* row(std::uint64_t i) const noexcept { return rows + (i - first) * kNarrowRowBytes; }
+  const std::byte* row(std::uint64_t i) const noexcept { return rows + (i - first) * slot; }
   // row_of(i): the table row of id i (a caller's place to prefetch the rows ahead).
   template <typename RowOf>
   __attribute__((always_inline)) void fill(std::uint64_t from, std::uint64_t to, std::uint64_t table_row_bytes,
                                            RowOf row_of) noexcept {
     first = from;
     last = to;
+    slot = table_row_bytes <= kNarrowRowBytes ? kNarrowRowBytes : kStagedRowBytes;
     const std::uint64_t line_bytes = (table_row_bytes + 63) / 64 * 64;
     for (std::uint64_t i = from; i < to; ++i) {
       const std::byte* source = row_of(i);
-      std::byte* copy = rows + (i - from) * kNarrowRowBytes;
+      std::byte* copy = rows + (i - from) * slot;
       for (std::uint64_t l = 0; l < line_bytes; l += 64) __builtin_memcpy(copy + l, source + l, 64);
     }
   }
@@ -709,7 +715,7 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
     return a.position + p * a.position_stride;
   };
   if constexpr (!kNorm) {
-    if (stages_rows<TD>(table_row_bytes)) {
+    if (stages_rows<TD>(table_row_bytes, a.token_rows_from_memory)) {
       RowStage stage;
       StepOrder copied(a, begin), copied_ahead(a, begin + distance);  // the stage's fill, one step at a time
       for (std::uint64_t block = begin; block < end; block += kStagedRows) {
