@@ -306,11 +306,12 @@ bool token_rows_from_memory(std::uint64_t table_bytes, std::uint64_t llc_bytes) 
 
 // Whether a request is embedded position-major (KernelArgs::position_major): its sequences are
 // uniform and add the same position rows, and its token rows come from the cache or are narrow.
-// Measured against token order (bench/ab.py, 1 thread, a 480 MiB LLC, medians of 3-5 interleaved
+// Measured against token order (bench/ab.py, 1 thread, a 480 MiB LLC, medians of 5 interleaved
 // rounds): tables in the LLC, GPT-2 f32 + positions with outputs rotating through 4x the LLC
-// 1.17x, int8 1.10x (into one buffer 1.11x), bf16 -> bf16 1.06x, BERT + LN 1.12x; tables 4x the
-// LLC, int8 dim 768 (832-byte rows) 1.09x, but bf16 768 -> bf16 0.97-0.99x and f32 768 with
-// outputs rotating 0.86x. Tiles of 2-16 positions per sequence did no better on either side.
+// 1.15x, int8 1.13x (into one buffer 1.11x), bf16 -> bf16 1.04x, BERT + LN 1.18x; tables 4x the
+// LLC, int8 dim 768 (832-byte rows) 1.15x and f32 dim 256 1.15x, but position-major f32 768 with
+// outputs rotating ran 0.86x and bf16 768 -> bf16 0.97-0.99x, so wider rows from memory keep token
+// order. Tiles of a few positions per sequence did no better on either side (see 71a2108).
 constexpr std::uint64_t kPositionMajorRowBytes = 1024;
 
 bool embeds_position_major(const kernels::KernelArgs& a) {
