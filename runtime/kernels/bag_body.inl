@@ -67,7 +67,8 @@ inline IdPath bag_path(const PoolArgs& a) noexcept {
 // buffers. Measured (bench/ab.py, 1 thread, tables 3.9x the LLC, against 6-8 whole rows ahead):
 // f16 384 1.26x, f32 256 1.12x (bags of 8 1.14x), f32 128 1.07x, f16 512 1.02x, f16 256 0.99-1.04x
 // (5 rounds; 3-round runs before: 0.96-1.11x); 8 or 16 rows ahead were no better. Quantized rows
-// keep whole rows: int8 768 (832-byte rows) lost, 0.72-0.75x.
+// keep whole rows: int8 768 (832-byte rows) lost, 0.72-0.75x. Tables in the LLC keep the heads
+// too: whole rows 6-8 ahead there gave f16 256 bags 1.00-1.05x, f32 256 0.98x, f16 512 0.93x.
 constexpr std::uint64_t kBagHeadRowBytes = 16 * 64;
 constexpr std::uint64_t kBagHeadDistance = 12;
 constexpr std::uint64_t kBagHeadBytes = 2 * 64;
