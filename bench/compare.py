@@ -878,6 +878,24 @@ def model2vec_pooler(W):
     return m
 
 
+def model2vec_sampler(pooler, flat, bags, N):
+    """model2vec's pooling of `bags` bags of N ids each call, over the case's id sets (`flat`, a
+    Rotation of flat tensors), one thread."""
+    def sample():
+        # The same id sets as Python lists (model2vec's tokenizer output), made for this sample and
+        # dropped after it, so one case's lists live at a time: ~48 bytes an id (a dim-64 f16 case:
+        # 501 sets, ~190 MiB, ~0.8 s to build, outside the timed calls).
+        lists = Rotation([ids.view(bags, N).tolist() for ids in flat.items])
+        sentences = [""] * bags
+
+        def m2v():
+            ids = lists()
+            pooler.tokenize = lambda sentences: ids
+            return pooler._encode_batch(sentences, True)
+        return timed(m2v, bags * N, 1)
+    return sample
+
+
 BAG_SIZES, BAG_DIMS, BAG_DTYPES = (8, 32, 128), (64, 256, 768), ("f32", "f16", "int8")
 BAG_SEQUENCES, BAG_SEQUENCE_IDS = 8, 1024  # a call's ids: sequences x ids, each sequence split into equal bags
 
@@ -959,21 +977,7 @@ def bags_group(threads_list, table):
                                 lambda flat=flat, W8=W8, o=offsets: torch.ops.quantized.embedding_bag_byte_rowwise_offsets(
                                     W8, flat(), o, False, 0, False, None, None, False), B * L, t)
                         if pooler is not None:
-                            def m2v_sample(pooler=pooler, flat=flat, bags=bags, N=N):
-                                # The same id sets as Python lists (model2vec's tokenizer output), made
-                                # for this sample and dropped after it, so one case's lists live at a
-                                # time: ~48 bytes an id (a dim-64 f16 case: 501 sets, ~190 MiB, ~0.8 s
-                                # to build, outside the timed calls).
-                                lists = Rotation([ids.view(bags, N).tolist() for ids in flat.items])
-                                sentences = [""] * bags
-
-                                def m2v():
-                                    ids = lists()
-                                    pooler.tokenize = lambda sentences: ids
-                                    return pooler._encode_batch(sentences, True)
-                                return timed(m2v, B * L, 1)
-
-                            c.contenders["model2vec pooling (numpy)"] = m2v_sample
+                            c.contenders["model2vec pooling (numpy)"] = model2vec_sampler(pooler, flat, bags, N)
                     cases.append(c)
     return cases, models
 
@@ -1018,18 +1022,7 @@ def static_group(threads_list):
             c.contenders["roofline"] = roofline_sampler(c.key + " roofline", dtype, D, B * L, t, "f32", 1, "--bag", N)
             if not args.smoke:
                 flat = random_ids(V, (B * L,), c.id_sets())
-
-                def m2v_sample(pooler=pooler, flat=flat, bags=bags, N=N):
-                    lists = Rotation([ids.view(bags, N).tolist() for ids in flat.items])
-                    blank = [""] * bags
-
-                    def m2v():
-                        ids = lists()
-                        pooler.tokenize = lambda sentences: ids
-                        return pooler._encode_batch(blank, True)
-                    return timed(m2v, B * L, 1)
-
-                c.contenders["model2vec pooling (numpy)"] = m2v_sample
+                c.contenders["model2vec pooling (numpy)"] = model2vec_sampler(pooler, flat, bags, N)
                 c.contenders[TOKENIZER] = (
                     lambda: timed(lambda: tokenizer.tokenize(sentences), sentence_tokens, 1))
             cases.append(c)
