@@ -985,8 +985,9 @@ def bags_group(threads_list, table):
 # model2vec's own ground: a static model's table is small (potion-base-8M: 29528 x 256), so it
 # lives in the LLC, and what a sentence costs is the tokenizer and the per-call work around the rows.
 STATIC_VOCAB, STATIC_DIM = 29525, 256  # the vocabulary of tests/bags/model2vec/plain (all-MiniLM-L6-v2's, distilled)
-STATIC_MODEL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "bags", "model2vec", "plain")
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STATIC_MODEL = os.path.join(REPOSITORY, "tests", "bags", "model2vec", "plain")
+README = os.path.join(REPOSITORY, "README.md")
 
 
 def static_sentences():
@@ -1348,7 +1349,7 @@ def bags_section(result):
         pooled = min(matched(c, "model2vec pooling (numpy)") for c in tokenized)
         rows.append(("tokenization, reported apart", f"model2vec's tokenizer {fmt_rate(rate)} tokens/s on the README's "
                      f"sentences; embedrt pools at least {pooled / rate:.0f}x as many ids a second", "-"))
-    big = [c for c in cases if c["sizes"]["table_bytes"] > result["meta"]["llc"]["bytes"]]
+    big = [c for c in cases if c["sizes"]["table_bytes"] > llc]
     if big:
         worst = min(big, key=lambda c: c["medians"]["embedrt"] / c["medians"]["roofline"])
         below = [c for c in big if c["medians"]["embedrt"] < 0.9 * c["medians"]["roofline"]]
