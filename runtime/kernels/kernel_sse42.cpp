@@ -36,9 +36,9 @@ struct Traits {
   // Four 4-bit codes (low nibble first) as floats: from the low nibble of p[0] (two bytes), or,
   // `odd`, from its high nibble (three bytes; never past the row's codes).
   static V load_u4(const std::byte* p, bool odd) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, p, odd ? 3 : 2);
-    if (odd) bits >>= 4;
+    std::uint32_t bits;  // one 4-byte load, inside the row (as the avx2 build's)
+    std::memcpy(&bits, p, 4);
+    bits >>= odd ? 4 : 0;
     const __m128i b = _mm_cvtsi32_si128(static_cast<int>(bits));
     const __m128i mask = _mm_set1_epi8(0x0f);
     const __m128i nibbles = _mm_unpacklo_epi8(_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask));
