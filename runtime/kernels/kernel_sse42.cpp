@@ -34,9 +34,10 @@ struct Traits {
     return V(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(four))));
   }
   // Four 4-bit codes (low nibble first) as floats: from the low nibble of p[0] (two bytes), or,
-  // `odd`, from its high nibble (three bytes; never past the row's codes).
+  // `odd`, from its high nibble (three bytes). Read as one 4-byte load, inside the row as the avx2
+  // build's 8-byte one (the row's f16 scale and bias follow its codes).
   static V load_u4(const std::byte* p, bool odd) {
-    std::uint32_t bits;  // one 4-byte load, inside the row (as the avx2 build's)
+    std::uint32_t bits;
     std::memcpy(&bits, p, 4);
     bits >>= odd ? 4 : 0;
     const __m128i b = _mm_cvtsi32_si128(static_cast<int>(bits));
