@@ -333,7 +333,8 @@ TEST_CASE("bench: several outputs in one call, bags, and cold decode with and wi
       {"--synthetic-gemma3n e3b --roofline", "e3b"},
       {"--synthetic 10x10 --synthetic-gemma3n e2b", "one of them"},
   };
-  for (const auto& [args, message] : refused) {
+  for (const auto& [args_binding, message] : refused) {
+    const std::string& args = args_binding;  // (clang 14's CAPTURE cannot name a structured binding)
     CAPTURE(args);
     r = run_cli(dir, "bench " + args + " --seconds 0.01");
     CHECK(r.exit_code == 2);

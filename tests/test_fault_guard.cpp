@@ -101,7 +101,23 @@ TEST_CASE("many mappings open and closed: the guard's slots are reused") {
   }
 }
 
-#if !defined(__SANITIZE_THREAD__)
+// Which sanitizer instruments this build: GCC says so with __SANITIZE_*__, clang with __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define EMBEDRT_UNDER_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define EMBEDRT_UNDER_TSAN 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMBEDRT_UNDER_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define EMBEDRT_UNDER_TSAN 1
+#endif
+#endif
+
+#if !defined(EMBEDRT_UNDER_TSAN)
 // (ThreadSanitizer does not support fork in a process with threads running.)
 TEST_CASE("a SIGBUS outside embedrt's mappings still kills the process") {
   REQUIRE(install_fault_guard());
@@ -127,7 +143,7 @@ TEST_CASE("a SIGBUS outside embedrt's mappings still kills the process") {
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   const bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(EMBEDRT_UNDER_ASAN)
   // AddressSanitizer installed a SIGBUS handler before the guard: the guard passes the fault on
   // to it, and it reports and exits non-zero. Either way the child never read past the fault
   // (exit 4 or 5) and never failed its setup (3).

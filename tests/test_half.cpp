@@ -1,6 +1,7 @@
 // The scalar half-precision conversions, checked against the CPU's own F16C instructions
 // (an independent implementation) and against first-principles rounding for bf16.
 #include <doctest/doctest.h>
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <bit>
@@ -14,7 +15,17 @@ using namespace embedrt;
 
 namespace {
 
-bool cpu_has_f16c() { return __builtin_cpu_supports("f16c"); }
+// F16C (CPUID.1:ECX bit 29), usable once the OS saves the YMM state (XGETBV): its instructions are
+// VEX-encoded. Read here, since clang 14's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  const bool osxsave = (ecx >> 27) & 1, f16c = (ecx >> 29) & 1;
+  if (!osxsave || !f16c) return false;
+  unsigned xcr0_low, xcr0_high;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  return (xcr0_low & 0x6) == 0x6;
+}
 
 __attribute__((target("f16c"))) std::uint16_t hw_f32_to_f16(float f) {
   return static_cast<std::uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));

@@ -52,8 +52,9 @@ std::string write_pool_model(TempDir& dir, const PoolModel& s, const std::string
           case DType::kF32: std::memcpy(row.data() + 4 * j, &v, 4); break;
           case DType::kF16: { const auto h = f32_to_f16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
           case DType::kBF16: { const auto h = f32_to_bf16(v); std::memcpy(row.data() + 2 * j, &h, 2); break; }
-          case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(static_cast<std::int8_t>(v * 40)); break;
-          case DType::kInt4Rowwise: row[j / 2] |= static_cast<std::byte>((static_cast<unsigned>(v * 8 + 8) & 15u) << (4 * (j % 2))); break;
+          // (Codes clamped before the conversion: a float outside the integer type is undefined.)
+          case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(static_cast<std::int8_t>(std::clamp(v * 40, -127.0f, 127.0f))); break;
+          case DType::kInt4Rowwise: row[j / 2] |= static_cast<std::byte>(static_cast<unsigned>(std::clamp(v * 8 + 8, 0.0f, 15.0f)) << (4 * (j % 2))); break;
           case DType::kInt32: break;  // (not a value table)
         }
       }
