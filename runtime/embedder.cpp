@@ -37,13 +37,24 @@ extern "C" void __tsan_release(void* address);
 namespace embedrt {
 namespace {
 
+// The kernels of a supported ISA (Embedder::create checked): an ISA left out of the build
+// (EMBEDRT_BUILT_<unit>=0, cmake/KernelIsas.cmake) has no kernel symbols to name.
 const kernels::KernelTable& kernels_for(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return kernels::scalar_kernels();
+#if EMBEDRT_BUILT_sse42
     case Isa::kSse42: return kernels::sse42_kernels();
+#endif
+#if EMBEDRT_BUILT_avx2
     case Isa::kAvx2: return kernels::avx2_kernels();
+#endif
+#if EMBEDRT_BUILT_avx512
     case Isa::kAvx512: return kernels::avx512_kernels();
+#endif
+#if EMBEDRT_BUILT_avx512bf16
     case Isa::kAvx512Bf16: return kernels::avx512bf16_kernels();
+#endif
+    default: break;
   }
   return kernels::scalar_kernels();
 }
@@ -124,7 +135,8 @@ Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
     isa = *chosen;
   }
   if (!isa_supported(isa)) {
-    return Error(ErrorCode::kUnsupported, "ISA " + std::string(isa_name(isa)) + " is not supported by this CPU/OS");
+    const char* why = isa_built(isa) ? " is not supported by this CPU/OS" : " is not built into this library";
+    return Error(ErrorCode::kUnsupported, "ISA " + std::string(isa_name(isa)) + why);
   }
   for (const OutputInfo& o : model.outputs()) {
     for (const TableView* t : {o.position, o.segment}) {

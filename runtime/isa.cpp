@@ -112,7 +112,20 @@ std::optional<Isa> parse_isa(std::string_view name) noexcept {
   return std::nullopt;
 }
 
+bool isa_built(Isa isa) noexcept {
+  switch (isa) {
+#define EMBEDRT_ISA_ROW(enumerator, unit, features) \
+  case Isa::enumerator:                             \
+    return EMBEDRT_BUILT_##unit != 0;
+#include "kernels/isa_table.def"
+#undef EMBEDRT_ISA_ROW
+    case Isa::kScalar: break;
+  }
+  return true;
+}
+
 bool isa_supported(Isa isa) {
+  if (!isa_built(isa)) return false;
   std::string_view features_left = required_features(isa);
   while (!features_left.empty()) {
     const std::size_t space = features_left.find(' ');
@@ -143,8 +156,9 @@ Result<Isa> default_isa() {
                  std::string("EMBEDRT_ISA='") + forced + "' is not one of " + known_list());
   }
   if (!isa_supported(*isa)) {
-    return Error(ErrorCode::kUnsupported, "EMBEDRT_ISA=" + std::string(isa_name(*isa)) +
-                                              ": this CPU/OS does not support it (supported: " + supported_list() + ")");
+    const char* why = isa_built(*isa) ? ": this CPU/OS does not support it" : ": this library was built without it";
+    return Error(ErrorCode::kUnsupported,
+                 "EMBEDRT_ISA=" + std::string(isa_name(*isa)) + why + " (supported: " + supported_list() + ")");
   }
   return *isa;
 }

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <oneapi/tbb/task_arena.h>
 #include <random>
@@ -208,8 +209,10 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
           REQUIRE(embedder);
           CAPTURE(isa_name(isa));
           CAPTURE(b.name);
-          CAPTURE(inline_bytes);
-          CAPTURE(cache_bytes.has_value());
+          const std::size_t inline_limit = inline_bytes;  // (clang 14's CAPTURE cannot name a structured binding)
+          const bool cache_given = cache_bytes.has_value();
+          CAPTURE(inline_limit);
+          CAPTURE(cache_given);
           std::vector<float> got(want.size(), -99.0f);
           REQUIRE(embedder->embed(request, OutputSpan(got)));
           int mismatches = 0;
@@ -357,6 +360,30 @@ TEST_CASE("Embedder validation names the sequence, position, value and limit, an
   CHECK(st.error().message() == "output has 5 elements, expected 6 ids x dim 17");
 }
 
+TEST_CASE("ISA selection: what the build left out (EMBEDRT_ISAS=host) is never offered, and EMBEDRT_ISA says why") {
+  CHECK(isa_built(Isa::kScalar));
+  const char* saved = std::getenv("EMBEDRT_ISA");
+  const std::string restore = saved == nullptr ? "" : saved;
+  for (Isa isa : kAllIsas) {
+    CAPTURE(isa_name(isa));
+    if (!isa_built(isa)) CHECK_FALSE(isa_supported(isa));
+    const std::vector<Isa> supported = supported_isas();
+    CHECK((std::find(supported.begin(), supported.end(), isa) != supported.end()) == isa_supported(isa));
+    REQUIRE(::setenv("EMBEDRT_ISA", std::string(isa_name(isa)).c_str(), 1) == 0);
+    const Result<Isa> chosen = default_isa();
+    if (isa_supported(isa)) {
+      REQUIRE(chosen);
+      CHECK(*chosen == isa);
+    } else {
+      REQUIRE_FALSE(chosen);
+      const std::string why = isa_built(isa) ? ": this CPU/OS does not support it" : ": this library was built without it";
+      CHECK(chosen.error().message() == "EMBEDRT_ISA=" + std::string(isa_name(isa)) + why + " (supported: " + supported_list() + ")");
+    }
+  }
+  REQUIRE(::setenv("EMBEDRT_ISA", restore.c_str(), 1) == 0);
+  if (saved == nullptr) ::unsetenv("EMBEDRT_ISA");
+}
+
 TEST_CASE("ISA selection: forced through the API; unsupported and mixed-dtype models refused") {
   TempDir dir;
   const Model model = make_model(dir, Spec{}, 9);
@@ -367,7 +394,8 @@ TEST_CASE("ISA selection: forced through the API; unsupported and mixed-dtype mo
       CHECK(e->isa() == isa);
     } else {
       REQUIRE_FALSE(e);
-      CHECK(e.error().message() == "ISA " + std::string(isa_name(isa)) + " is not supported by this CPU/OS");
+      const char* why = isa_built(isa) ? " is not supported by this CPU/OS" : " is not built into this library";
+      CHECK(e.error().message() == "ISA " + std::string(isa_name(isa)) + why);
     }
   }
   CHECK(supported_isas().front() == Isa::kScalar);

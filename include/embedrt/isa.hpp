@@ -24,10 +24,14 @@ inline constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::k
 std::string_view isa_name(Isa isa) noexcept;  // "scalar", "sse4.2", "avx2", "avx512", "avx512bf16"
 std::optional<Isa> parse_isa(std::string_view name) noexcept;
 
-// Every ISA this machine can run, best last. Detection checks CPUID and that the OS saves the
-// vector state (XGETBV), so AVX paths are never picked under an OS that would fault on them.
+// Every ISA this library has kernels for and this machine can run, best last. Detection checks
+// CPUID and that the OS saves the vector state (XGETBV), so AVX paths are never picked under an OS
+// that would fault on them.
 std::vector<Isa> supported_isas();
 bool isa_supported(Isa isa);
+// Whether this library was compiled with kernels for `isa`: always, unless it was configured with
+// EMBEDRT_ISAS=host (cmake/KernelIsas.cmake), which leaves out what the build machine cannot run.
+bool isa_built(Isa isa) noexcept;
 
 Isa best_isa();               // the last of supported_isas()
 std::string supported_list();  // "scalar, sse4.2, avx2, avx512"

@@ -557,7 +557,10 @@ int run(const BenchArgs& args) {
       if (!chosen_isa) return report(chosen_isa.error());
       isa = *chosen_isa;
     }
-    if (!isa_supported(isa)) return report(Error(ErrorCode::kUnsupported, "ISA " + args.isa + " is not supported by this CPU"));
+    if (!isa_supported(isa)) {
+      const char* why = isa_built(isa) ? " is not supported by this CPU" : " is not built into this library";
+      return report(Error(ErrorCode::kUnsupported, "ISA " + args.isa + why));
+    }
     return run_roofline(args, chosen, dtype, isa, threads, llc);
   }
 

@@ -13,13 +13,23 @@
 
 namespace embedrt::perf {
 
+// As the library's kernels_for: only the units this build compiled (cmake/KernelIsas.cmake).
 const RooflineKernels& roofline_kernels(Isa isa) noexcept {
   switch (isa) {
     case Isa::kScalar: return scalar_roofline();
+#if EMBEDRT_BUILT_sse42
     case Isa::kSse42: return sse42_roofline();
+#endif
+#if EMBEDRT_BUILT_avx2
     case Isa::kAvx2: return avx2_roofline();
+#endif
+#if EMBEDRT_BUILT_avx512
     case Isa::kAvx512: return avx512_roofline();
+#endif
+#if EMBEDRT_BUILT_avx512bf16
     case Isa::kAvx512Bf16: return avx512bf16_roofline();
+#endif
+    default: break;
   }
   return scalar_roofline();
 }
