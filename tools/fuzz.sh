@@ -9,7 +9,7 @@ source tools/python-env.sh
 seconds=${FUZZ_SECONDS:-20}
 build=build/fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DEMBEDRT_BUILD_FUZZERS=ON -DEMBEDRT_SANITIZE=address,undefined \
+  -DEMBEDRT_BUILD_FUZZERS=ON -DEMBEDRT_SANITIZE=address,undefined -DEMBEDRT_ISAS=host \
   -DEMBEDRT_BUILD_TOOLS=OFF -DEMBEDRT_BUILD_TESTS=OFF -DEMBEDRT_BUILD_BENCHMARKS=OFF -DEMBEDRT_INSTALL=OFF >/dev/null
 cmake --build "$build" --parallel "$(nproc)"
 
