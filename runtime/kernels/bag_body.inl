@@ -4,11 +4,14 @@
 //
 // For every bag, the output is made in chunks of up to kChunkFloats values. A chunk of at most
 // kRegisterVectors vectors (with AVX-512, float rows of dim <= 256, quantized ones of dim <= 128)
-// is pooled in registers in one pass over the bag's rows; a wider one is pooled into the chunk's
+// is pooled in registers in one pass over the bag's rows. A wider one is pooled into the chunk's
 // f32 values (the output row itself when it is f32, else a buffer in L1) one row, or a group of 4
 // or 8 rows side by side, per pass over them (pool_rows), so each row is read once, in order, where
 // the L2's stream prefetcher can follow it (pooling a block of registers over all the rows, then
-// the next block, read every row once per block, each time 512 bytes from a different place).
+// the next block, read every row once per block, each time 512 bytes from a different place);
+// except that with 16 registers (AVX2, SSE4.2), 16-bit and quantized rows of at most 512 bytes
+// are pooled a block of registers at a time, a pass over the rows per block, each pass
+// prefetching its own columns of the rows ahead (pool_block_passes).
 // Quantized rows of at most 5 lines are copied into L1 first, 16 ids at a time (RowStage, in
 // kernel_body.inl).
 // Either way each element takes the rows in the order of the ids, so it sees exactly the
@@ -47,6 +50,7 @@ struct RowPrefetch {
   std::uint64_t distance = 0;  // ids ahead
   std::uint64_t bytes = 0;     // of each row, from its start (prefetch_plan)
   std::uint64_t ids_end = 0;   // the first id past the range
+  bool by_columns = false;     // block passes: each pass prefetches its own columns (kPoolsInBlockPasses)
 };
 
 // How a bag's ids become rows and how the rows combine, fixed for the whole call: the gather's
@@ -115,6 +119,20 @@ struct Bag {
     if (i + ahead.distance >= ahead.ids_end) return;
     prefetch_row<TD>(this->row(i + ahead.distance), ahead.bytes, a.row_bytes, a.params_offset);
   }
+  // Called with each id of a block pass over values [j, j + count): the lines holding those values
+  // of the row `ahead.distance` ids later start arriving, and with the first block a quantized
+  // row's scale and bias, which every pass reads. Rows start on a line (FORMAT.md 4).
+  __attribute__((always_inline)) void prefetch_columns_ahead_of(std::uint64_t i, std::uint64_t j,
+                                                                std::uint64_t count) const noexcept {
+    if (i + ahead.distance >= ahead.ids_end) return;
+    const std::byte* ahead_row = this->row(i + ahead.distance);
+    for (std::uint64_t k = table_bytes<TD>(j) / 64 * 64; k < table_bytes<TD>(j + count); k += 64) {
+      Traits::prefetch(ahead_row + k);
+    }
+    if constexpr (kRowwiseQuantized<TD>) {
+      if (j == 0) Traits::prefetch(ahead_row + a.params_offset);
+    }
+  }
   // Copies the rows of ids [i, i + kStagedRows), up to the end of the call's range, into the stage.
   void restage(std::uint64_t i, bool prefetch) const noexcept {
     stage->fill(i, i + kStagedRows < ahead.ids_end ? i + kStagedRows : ahead.ids_end, a.row_bytes,
@@ -142,7 +160,13 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   const V token_scale(a.token_scale);
   const bool weighted = bag.weighted(), max = bag.max();
   for (std::uint64_t i = bag.first; i < bag.last; ++i) {
-    if (first_pass) bag.prefetch_ahead_of(i);
+    if (first_pass) {
+      if (bag.ahead.by_columns) {
+        bag.prefetch_columns_ahead_of(i, j, kVectors * W);
+      } else {
+        bag.prefetch_ahead_of(i);
+      }
+    }
     const std::byte* row = bag.row(i);
     float qs, qb;
     row_quantization<TD>(row, a.params_offset, qs, qb);
@@ -295,6 +319,53 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
   return acc;
 }
 
+// With 16 vector registers (AVX2, SSE4.2), a chunk of more than kRegisterVectors vectors of 16-bit
+// or quantized rows of at most kBlockPassRowBytes is pooled in blocks of kRegisterVectors vectors,
+// each block one pass of pool_block over the bag's rows (their later columns come from L1 or L2 in
+// the later passes), each pass prefetching its own columns of the row kBlockPassDistance ids ahead,
+// as FBGEMM's EmbeddingSpMDM kernels do. pool_rows' loop is a load, an add and a store per vector
+// and row, so the core's window held little more than one 512-byte f16 row and the misses of
+// successive rows hardly overlapped: f16 256 bags pooled 3.5 M rows/s, no faster than f32 rows of
+// twice the bytes, where embedrt_random_rows_probe reads 8.8 M such rows/s. A block pass takes
+// about 20 instructions a row. Measured (bench/ab.py, 32 MiB-L3 Zen 3, AVX2 unless said, 1 thread,
+// tables 3.9x the LLC, 5-7 rounds, block passes / pool_rows): f16 256 bags of 8, 32, 128 2.22x,
+// 2.10x, 2.04x; mean + normalize 2.22x; cached (0.4x the LLC) 3.42x; bf16 256 2.16x; f16 128 1.80x;
+// int8 256 1.29x, 1.28x, 1.31x (A bimodal: IQRs up to 0.70-1.40); int8 128 1.22x; int4 256 1.41x,
+// 1.14x; SSE4.2 f16 256 2.26x, int8 256 1.26x. Wider rows lost: f16 512 0.76x, f16 768 0.83x
+// (bags of 8 1.06x), int8 768 0.76x; f32 rows too (f32 256 0.8x, f32 768 0.6x in a 3-round sweep),
+// so they keep pool_rows. 8, 12 and 16 ids ahead were within the noise of each other. With
+// AVX-512's 32 registers these rows go as before: not measured on a machine that has it.
+constexpr std::uint64_t kBlockPassRowBytes = 8 * 64;
+constexpr std::uint64_t kBlockPassDistance = 12;
+// Such a row is one chunk (int4 holds 2 codes a byte), so only the first chunk's pass prefetches.
+static_assert(2 * kBlockPassRowBytes <= kChunkFloats);
+
+template <DType TD>
+constexpr bool kPoolsInBlockPasses = (Traits::kWidth == 4 || Traits::kWidth == 8) && TD != DType::kF32;
+
+template <DType TD>
+constexpr bool pools_in_block_passes(std::uint64_t table_row_bytes) {
+  return kPoolsInBlockPasses<TD> && table_row_bytes <= kBlockPassRowBytes;
+}
+
+// The block passes' prefetch plan, for the range's first rows: the first block's lines.
+template <DType TD>
+constexpr PrefetchPlan block_pass_plan() {
+  return {kBlockPassDistance, (table_bytes<TD>(kRegisterVectors<TD> * Traits::kWidth) + 63) / 64 * 64};
+}
+
+template <DType TD, IdPath P>
+inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out,
+                              bool first_pass) {
+  constexpr std::uint64_t kBlock = kRegisterVectors<TD>;
+  constexpr std::uint64_t W = Traits::kWidth;
+  std::uint64_t v = 0;
+  for (; v + kBlock <= vectors; v += kBlock) pool_block<kBlock>(bag, j + v * W, out + v * W, first_pass);
+  if (v < vectors) {
+    pool_block_of(bag, j + v * W, vectors - v, out + v * W, first_pass, std::make_index_sequence<kBlock>());
+  }
+}
+
 // Values [c, c + count) of the pooled vector (before normalization) into chunk[0, count).
 // `first_pass`: the first time this bag's rows are read (prefetch the rows ahead).
 template <DType TD, IdPath P>
@@ -302,7 +373,11 @@ inline void pool_chunk(const Bag<TD, P>& bag, std::uint64_t c, std::uint64_t cou
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t whole = count / W * W;
   if (whole / W > kRegisterVectors<TD>) {
-    pool_rows(bag, c, whole / W, chunk, first_pass);
+    if (pools_in_block_passes<TD>(bag.a.row_bytes)) {
+      pool_block_passes(bag, c, whole / W, chunk, first_pass);
+    } else {
+      pool_rows(bag, c, whole / W, chunk, first_pass);
+    }
   } else if (whole > 0) {
     pool_block_of(bag, c, whole / W, chunk, first_pass, std::make_index_sequence<kRegisterVectors<TD>>());
   }
@@ -385,8 +460,9 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
   const std::uint64_t table_row_bytes = a.row_bytes;  // computed by the caller, as the gather's
-  const PrefetchPlan plan = bag_prefetch_plan<TD>(table_row_bytes);
-  const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end)};
+  const bool by_columns = pools_in_block_passes<TD>(table_row_bytes) && dim / W > kRegisterVectors<TD>;
+  const PrefetchPlan plan = by_columns ? block_pass_plan<TD>() : bag_prefetch_plan<TD>(table_row_bytes);
+  const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), by_columns};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
   // `ahead.distance` ids ahead of it).
   const std::uint64_t range_first = first_id_of(a, begin);
@@ -405,7 +481,8 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   }
   alignas(64) float chunk[kChunkFloats];
   RowStage stage;
-  RowStage* const staging = stages_rows<TD>(table_row_bytes) ? &stage : nullptr;  // (pool_block reads the table)
+  RowStage* const staging =  // (pool_block reads the table)
+      stages_rows<TD>(table_row_bytes) && !pools_in_block_passes<TD>(table_row_bytes) ? &stage : nullptr;
   for (std::uint64_t b = begin; b < end; ++b) {
     const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead, staging};
     std::byte* out = static_cast<std::byte*>(a.out) + b * dim * out_size(OD);

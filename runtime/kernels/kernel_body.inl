@@ -355,6 +355,15 @@ inline void row_quantization(const std::byte* row, std::uint64_t params_offset, 
 
 constexpr std::uint64_t out_size(OutputDType od) { return od == OutputDType::kF32 ? 4 : 2; }
 
+// The bytes holding a table row's first n elements (int4: two a byte).
+template <DType TD>
+constexpr std::uint64_t table_bytes(std::uint64_t n) {
+  if constexpr (TD == DType::kF32) return 4 * n;
+  if constexpr (TD == DType::kF16 || TD == DType::kBF16) return 2 * n;
+  if constexpr (TD == DType::kInt8Rowwise) return n;
+  if constexpr (TD == DType::kInt4Rowwise) return (n + 1) / 2;
+}
+
 // Tables whose rows carry their own scale and bias (after the codes, at params_offset).
 template <DType TD>
 constexpr bool kRowwiseQuantized = TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise;
@@ -373,8 +382,8 @@ __attribute__((always_inline)) inline void prefetch_row(const std::byte* row, st
 
 // Quantized rows of at most 5 lines (int8 dims up to 312, int4 up to 632) are copied into L1,
 // kStagedRows consecutive ids at a time, and used from there: by the gather, and by the bags where
-// pool_rows pools them (more than kRegisterVectors vectors: from dim 144 with AVX-512, 72 with
-// AVX2; across bag boundaries). Used straight from a table 4x the LLC, int8 dim-256 rows were
+// pool_rows pools them (AVX-512, more than kRegisterVectors vectors: from dim 144; across bag
+// boundaries; AVX2 and SSE4.2 pool such bags in block passes instead, see bag_body.inl). Used straight from a table 4x the LLC, int8 dim-256 rows were
 // pooled at 9-10 M rows/s (1 thread), where a loop that only reads the same rows' lines reaches
 // 21-22 M and pooling from L2 75 M: dequantizing (5 operations per vector on AVX-512's 2 vector
 // ports) keeps few rows in the core's window, so few of their lines are in flight; the copy loop
