@@ -143,8 +143,9 @@ struct Bag {
   }
 };
 
-// Pools kVectors vectors from `j` (kVectors <= kRegisterVectors<TD>) of every row of the bag into
-// out[0, kVectors * W): the f32 operations of the comment above, before the normalization. The
+// Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kBlockPassVectors<TD> in block
+// passes) of every row of the bag into out[0, kVectors * W): the f32 operations of the comment
+// above, before the normalization. The
 // count is a template argument so that the accumulators stay in registers (with a run-time count
 // GCC kept them on the stack: a load and a store per vector and row).
 template <std::uint64_t kVectors, DType TD, IdPath P>
@@ -320,7 +321,7 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 }
 
 // With 16 vector registers (AVX2, SSE4.2), a chunk of more than kRegisterVectors vectors of 16-bit
-// or quantized rows of at most kBlockPassRowBytes is pooled in blocks of kRegisterVectors vectors,
+// or quantized rows of at most kBlockPassRowBytes is pooled in blocks of kBlockPassVectors<TD>,
 // each block one pass of pool_block over the bag's rows (their later columns come from L1 or L2 in
 // the later passes), each pass prefetching its own columns of the row kBlockPassDistance ids ahead,
 // as FBGEMM's EmbeddingSpMDM kernels do. pool_rows' loop is a load, an add and a store per vector
@@ -335,8 +336,14 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 // (bags of 8 1.06x), int8 768 0.76x; f32 rows too (f32 256 0.8x, f32 768 0.6x in a 3-round sweep),
 // so they keep pool_rows. 8, 12 and 16 ids ahead were within the noise of each other. With
 // AVX-512's 32 registers these rows go as before: not measured on a machine that has it.
+// Blocks of 12 vectors (12 of the 16 registers hold sums; the last block what is left) against
+// blocks of 8 (5 rounds): f16 256 bags of 8, 32, 128 1.01x, 1.34x, 1.39x; int8 256 1.19x, 1.05x,
+// 1.15x; f16 128 1.06x; mean + normalize 1.11x; but int4 256 0.95x [0.95-0.96] (its decoding holds
+// 2 more registers), which keeps blocks of 8.
 constexpr std::uint64_t kBlockPassRowBytes = 8 * 64;
 constexpr std::uint64_t kBlockPassDistance = 12;
+template <DType TD>
+constexpr std::uint64_t kBlockPassVectors = TD == DType::kInt4Rowwise ? 8 : 12;
 // Such a row is one chunk (int4 holds 2 codes a byte), so only the first chunk's pass prefetches.
 static_assert(2 * kBlockPassRowBytes <= kChunkFloats);
 
@@ -351,13 +358,13 @@ constexpr bool pools_in_block_passes(std::uint64_t table_row_bytes) {
 // The block passes' prefetch plan, for the range's first rows: the first block's lines.
 template <DType TD>
 constexpr PrefetchPlan block_pass_plan() {
-  return {kBlockPassDistance, (table_bytes<TD>(kRegisterVectors<TD> * Traits::kWidth) + 63) / 64 * 64};
+  return {kBlockPassDistance, (table_bytes<TD>(kBlockPassVectors<TD> * Traits::kWidth) + 63) / 64 * 64};
 }
 
 template <DType TD, IdPath P>
 inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out,
                               bool first_pass) {
-  constexpr std::uint64_t kBlock = kRegisterVectors<TD>;
+  constexpr std::uint64_t kBlock = kBlockPassVectors<TD>;
   constexpr std::uint64_t W = Traits::kWidth;
   std::uint64_t v = 0;
   for (; v + kBlock <= vectors; v += kBlock) pool_block<kBlock>(bag, j + v * W, out + v * W, first_pass);
