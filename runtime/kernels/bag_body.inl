@@ -145,9 +145,9 @@ struct Bag {
 
 // Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kBlockPassVectors<TD> in block
 // passes) of every row of the bag into out[0, kVectors * W): the f32 operations of the comment
-// above, before the normalization. The
-// count is a template argument so that the accumulators stay in registers (with a run-time count
-// GCC kept them on the stack: a load and a store per vector and row).
+// above, before the normalization. The count is a template argument so that the accumulators stay
+// in registers (with a run-time count GCC kept them on the stack: a load and a store per vector
+// and row).
 template <std::uint64_t kVectors, DType TD, IdPath P>
 inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool first_pass) {
   using V = typename Traits::V;
