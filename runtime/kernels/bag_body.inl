@@ -488,7 +488,8 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   }
   alignas(64) float chunk[kChunkFloats];
   RowStage stage;
-  RowStage* const staging =  // (pool_block reads the table)
+  // (pool_block and block passes read the table)
+  RowStage* const staging =
       stages_rows<TD>(table_row_bytes) && !pools_in_block_passes<TD>(table_row_bytes) ? &stage : nullptr;
   for (std::uint64_t b = begin; b < end; ++b) {
     const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead, staging};

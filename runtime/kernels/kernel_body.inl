@@ -383,12 +383,12 @@ __attribute__((always_inline)) inline void prefetch_row(const std::byte* row, st
 // Quantized rows of at most 5 lines (int8 dims up to 312, int4 up to 632) are copied into L1,
 // kStagedRows consecutive ids at a time, and used from there: by the gather, and by the bags where
 // pool_rows pools them (AVX-512, more than kRegisterVectors vectors: from dim 144; across bag
-// boundaries; AVX2 and SSE4.2 pool such bags in block passes instead, see bag_body.inl). Used straight from a table 4x the LLC, int8 dim-256 rows were
-// pooled at 9-10 M rows/s (1 thread), where a loop that only reads the same rows' lines reaches
-// 21-22 M and pooling from L2 75 M: dequantizing (5 operations per vector on AVX-512's 2 vector
-// ports) keeps few rows in the core's window, so few of their lines are in flight; the copy loop
-// keeps many. Measured (bench/ab.py, 1 thread, tables 4.3x the 480 MiB LLC, staged / from the
-// table):
+// boundaries; AVX2 and SSE4.2 pool such bags in block passes instead, see bag_body.inl). Used
+// straight from a table 4x the LLC, int8 dim-256 rows were pooled at 9-10 M rows/s (1 thread),
+// where a loop that only reads the same rows' lines reaches 21-22 M and pooling from L2 75 M:
+// dequantizing (5 operations per vector on AVX-512's 2 vector ports) keeps few rows in the core's
+// window, so few of their lines are in flight; the copy loop keeps many. Measured (bench/ab.py,
+// 1 thread, tables 4.3x the 480 MiB LLC, staged / from the table):
 //  - Bags (5 rounds): int8 256 bags of 8 1.23x [1.20-1.23], of 32 1.27x, of 128 1.28x; int4 512
 //    bags of 32 1.33x; int8 256 cached 1.01x, AVX2 1.02x. Staging each bag's rows on their own
 //    gave bags of 8 4% less; copying with memcpy (a call per row) instead of whole lines, 17% less.
