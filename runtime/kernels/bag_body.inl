@@ -50,7 +50,7 @@ struct RowPrefetch {
   std::uint64_t distance = 0;  // ids ahead
   std::uint64_t bytes = 0;     // of each row, from its start (prefetch_plan)
   std::uint64_t ids_end = 0;   // the first id past the range
-  bool by_columns = false;     // block passes: each pass prefetches its own columns (kPoolsInBlockPasses)
+  bool block_passes = false;   // the rows are pooled in block passes, each prefetching its own columns
 };
 
 // How a bag's ids become rows and how the rows combine, fixed for the whole call: the gather's
@@ -162,7 +162,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   const bool weighted = bag.weighted(), max = bag.max();
   for (std::uint64_t i = bag.first; i < bag.last; ++i) {
     if (first_pass) {
-      if (bag.ahead.by_columns) {
+      if (bag.ahead.block_passes) {
         bag.prefetch_columns_ahead_of(i, j, kVectors * W);
       } else {
         bag.prefetch_ahead_of(i);
@@ -350,11 +350,6 @@ static_assert(2 * kBlockPassRowBytes <= kChunkFloats);
 template <DType TD>
 constexpr bool kPoolsInBlockPasses = (Traits::kWidth == 4 || Traits::kWidth == 8) && TD != DType::kF32;
 
-template <DType TD>
-constexpr bool pools_in_block_passes(std::uint64_t table_row_bytes) {
-  return kPoolsInBlockPasses<TD> && table_row_bytes <= kBlockPassRowBytes;
-}
-
 // The block passes' prefetch plan, for the range's first rows: the first block's lines.
 template <DType TD>
 constexpr PrefetchPlan block_pass_plan() {
@@ -380,7 +375,7 @@ inline void pool_chunk(const Bag<TD, P>& bag, std::uint64_t c, std::uint64_t cou
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t whole = count / W * W;
   if (whole / W > kRegisterVectors<TD>) {
-    if (pools_in_block_passes<TD>(bag.a.row_bytes)) {
+    if (kPoolsInBlockPasses<TD> && bag.ahead.block_passes) {  // (folded away where never)
       pool_block_passes(bag, c, whole / W, chunk, first_pass);
     } else {
       pool_rows(bag, c, whole / W, chunk, first_pass);
@@ -467,9 +462,11 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
   const std::uint64_t table_row_bytes = a.row_bytes;  // computed by the caller, as the gather's
-  const bool by_columns = pools_in_block_passes<TD>(table_row_bytes) && dim / W > kRegisterVectors<TD>;
-  const PrefetchPlan plan = by_columns ? block_pass_plan<TD>() : bag_prefetch_plan<TD>(table_row_bytes);
-  const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), by_columns};
+  // Decided once for the call: such rows are one chunk of more than kRegisterVectors vectors.
+  const bool block_passes =
+      kPoolsInBlockPasses<TD> && table_row_bytes <= kBlockPassRowBytes && dim / W > kRegisterVectors<TD>;
+  const PrefetchPlan plan = block_passes ? block_pass_plan<TD>() : bag_prefetch_plan<TD>(table_row_bytes);
+  const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), block_passes};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
   // `ahead.distance` ids ahead of it).
   const std::uint64_t range_first = first_id_of(a, begin);
@@ -489,8 +486,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   alignas(64) float chunk[kChunkFloats];
   RowStage stage;
   // (pool_block and block passes read the table)
-  RowStage* const staging =
-      stages_rows<TD>(table_row_bytes) && !pools_in_block_passes<TD>(table_row_bytes) ? &stage : nullptr;
+  RowStage* const staging = stages_rows<TD>(table_row_bytes) && !block_passes ? &stage : nullptr;
   for (std::uint64_t b = begin; b < end; ++b) {
     const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead, staging};
     std::byte* out = static_cast<std::byte*>(a.out) + b * dim * out_size(OD);

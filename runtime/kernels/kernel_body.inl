@@ -355,7 +355,8 @@ inline void row_quantization(const std::byte* row, std::uint64_t params_offset, 
 
 constexpr std::uint64_t out_size(OutputDType od) { return od == OutputDType::kF32 ? 4 : 2; }
 
-// The bytes holding a table row's first n elements (int4: two a byte).
+// The bytes holding a table row's first n elements (int4: two a byte): format.hpp's row_bytes
+// without the quantization parameters, known at compile time for the prefetch loops.
 template <DType TD>
 constexpr std::uint64_t table_bytes(std::uint64_t n) {
   if constexpr (TD == DType::kF32) return 4 * n;
