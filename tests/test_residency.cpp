@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "embedrt/embedder.hpp"
@@ -23,8 +25,8 @@ namespace {
 constexpr Residency kAll[] = {Residency::kMmap, Residency::kPopulate, Residency::kCopy};
 
 // GPT-2-like: token and position tables, 1 MiB of token rows (past the first pages).
-void write_model(const std::string& path, float offset) {
-  const std::uint64_t vocab = 4096, dim = 64, context = 16;
+void write_model(const std::string& path, float offset, std::uint64_t vocab = 4096) {
+  const std::uint64_t dim = 64, context = 16;
   std::vector<float> tok(vocab * dim), pos(context * dim);
   for (std::size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<float>(i % 97) * 0.25f + offset;
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<float>(i % 13) * 0.5f;
@@ -53,7 +55,46 @@ void truncate_file(const std::string& path, off_t size) {
   ::close(fd);
 }
 
+// Bytes of this process's page tables that map the mapping holding `p` (smaps' Rss), or -1.
+long long mapped_bytes_at(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long long begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = begin <= at && at < end;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      return std::stoll(line.substr(4)) * 1024;
+    }
+  }
+  return -1;
+}
+
 }  // namespace
+
+TEST_CASE("populate maps every page of the file at open; mmap maps only what open reads") {
+  TempDir dir;
+  const std::string path = dir.file("m.embt");
+  write_model(path, 0.0f, 65536);  // 16 MiB of rows: 8 huge pages, of which open reads the first and the last
+  for (Residency r : {Residency::kMmap, Residency::kPopulate}) {
+    CAPTURE(residency_name(r));
+    auto file = TableFile::open(path, {.residency = r});
+    REQUIRE(file);
+    const auto& table = file->tables().front();
+    const long long mapped = mapped_bytes_at(table.bytes.data());
+    REQUIRE(mapped >= 0);
+    if (r == Residency::kPopulate) {
+      CHECK(mapped >= static_cast<long long>(file->file_size() / 4096 * 4096));
+    } else {
+      // Open reads the header, directory and metadata (the file's first and last pages), which
+      // may be mapped a whole 2 MiB folio each, not the rows between.
+      CHECK(mapped <= static_cast<long long>(6) << 20);
+    }
+  }
+}
 
 TEST_CASE("residency names: each parses back to itself; anything else is refused") {
   for (Residency r : kAll) CHECK(parse_residency(residency_name(r)) == r);

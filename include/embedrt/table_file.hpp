@@ -27,10 +27,14 @@ namespace embedrt {
 // measurements behind each trade-off.
 enum class Residency : std::uint8_t {
   // A shared read-only mapping, faulted in lazily: O(1) open; every process mapping the file
-  // shares one copy through the page cache. Rows are read through 4 KiB pages.
+  // shares one copy through the page cache. Advised for huge pages: where the kernel keeps a file's
+  // page cache in large folios (README, Residency), the parts read through this mapping are
+  // read in 2 MiB folios and mapped by one TLB entry each; parts already cached keep the folios
+  // they have (often 4 KiB).
   kMmap,
-  // The same shared mapping with every page read and mapped at open (MAP_POPULATE): open costs a
-  // pass over the file, and no request pays a page fault afterwards. Still shared.
+  // The same shared mapping with every page read and mapped at open (MADV_POPULATE_READ after the
+  // huge-page advice; MAP_POPULATE on kernels before 5.14): open costs a pass over the file, and no
+  // request pays a page fault afterwards. Still shared.
   kPopulate,
   // A private copy in anonymous memory aligned for 2 MiB transparent huge pages (MADV_HUGEPAGE):
   // fewer TLB misses on random rows of a large table, and immune to the file being truncated or
