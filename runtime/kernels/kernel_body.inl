@@ -202,7 +202,13 @@ class StepOrder {
 //  - Rows of at most 5 lines (dim 64 f32, 64-256 int8, 128 f16): the first line only, 12 rows
 //    ahead. The adjacent-line prefetcher brings its pair, and the row's other lines are short
 //    demand misses the reorder window overlaps across many rows. 1.2-1.35x over whole rows 24
-//    ahead; whole rows 4 ahead were 0.93x.
+//    ahead; whole rows 4 ahead were 0.93x. Except rows of 2 lines (f16 and bf16 dim 64, f32 32),
+//    which take both: on the Zen 3 below the pair did not come in time. Measured there (bench/ab.py,
+//    1 thread, 1.1-2.2M-row tables 3.6-5.2x the LLC in 2 MiB pages, 9 interleaved rounds, against
+//    the first line): gather f16 64 -> f32 1.45x [1.09-1.59], bf16 64 + positions 2.0x [1.26-2.66],
+//    f32 32 1.23x [1.04-1.37]; bags of 8 f16 64 1.15x [1.08-1.19], of 32 1.02x [0.93-1.16]; a
+//    control case the change did not touch, 1.06x [0.93-1.15]. Rows of 4 lines whole lost (bags
+//    of f32 64: 0.89-0.99x, at 6, 12 or 20 rows ahead).
 //  - Wider rows: the whole row up to 16 lines, else its first 8 lines (the L2's streamer follows
 //    the rest once the first loads train it; 48 prefetches per GPT-2 f32 row, 256 per Llama-3 f32
 //    row, filled the miss buffers), about 6 KiB of rows and at most 2 rows ahead: GPT-2 int8 (13
@@ -242,10 +248,13 @@ constexpr WideRowReach kBagReach{2 * 3072, 8, 24 * 64};
 
 constexpr std::uint64_t kNarrowRowBytes = 5 * 64;
 constexpr std::uint64_t kNarrowDistance = 12;
+constexpr std::uint64_t kPairRowBytes = 2 * 64;  // rows of 2 lines: both prefetched
 constexpr std::uint64_t kRowHeadBytes = 8 * 64;
 
 inline PrefetchPlan prefetch_plan(std::uint64_t table_row_bytes, WideRowReach reach) {
-  if (table_row_bytes <= kNarrowRowBytes) return {kNarrowDistance, 64};
+  if (table_row_bytes <= kNarrowRowBytes) {
+    return {kNarrowDistance, table_row_bytes > 64 && table_row_bytes <= kPairRowBytes ? kPairRowBytes : 64};
+  }
   const std::uint64_t rows = reach.bytes / table_row_bytes;
   return {rows < 1 ? 1 : rows > reach.max_rows ? reach.max_rows : rows,
           table_row_bytes <= reach.whole_row_bytes ? table_row_bytes : kRowHeadBytes};
