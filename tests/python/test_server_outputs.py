@@ -10,6 +10,7 @@ usage: build/grpc-venv/bin/python test_server_outputs.py EMBEDRT_CLI REPO_ROOT
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -236,8 +237,11 @@ def test_embedding_bag():
 
 
 def main():
-    for test in (test_gemma3n, test_model2vec, test_embedding_bag):
-        test()
+    try:
+        for test in (test_gemma3n, test_model2vec, test_embedding_bag):
+            test()
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)  # the converted models: nothing is left in /tmp
     tally.finish()
 
 
