@@ -95,18 +95,25 @@ void* map_huge_aligned(std::size_t length) {
 // (Linux 5.14) keeps the advice, which MAP_POPULATE would come too early for; where the kernel does
 // not know it, the file is mapped again with MAP_POPULATE. As with MAP_POPULATE, a page that
 // cannot be read now is not an error of the open: a later touch of it is the fault guard's.
-void* map_shared_in_huge_pages(int fd, std::size_t size, bool populate) {
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  if (addr == MAP_FAILED) return addr;
+void advise_huge_pages(void* addr, std::size_t size) {
 #ifdef MADV_HUGEPAGE
   ::madvise(addr, size, MADV_HUGEPAGE);  // a hint: without THP the pages are 4 KiB
 #endif
+}
+
+void* map_shared_in_huge_pages(int fd, std::size_t size, bool populate) {
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (addr == MAP_FAILED) return addr;
+  advise_huge_pages(addr, size);
   if (!populate) return addr;
-#ifdef MADV_POPULATE_READ
-  if (::madvise(addr, size, MADV_POPULATE_READ) == 0 || errno != EINVAL) return addr;
-#endif
+  // The kernel's value, for C libraries older than the advice (glibc < 2.35): a kernel that does
+  // not know it says EINVAL.
+  constexpr int kPopulateRead = 22;  // MADV_POPULATE_READ
+  if (::madvise(addr, size, kPopulateRead) == 0 || errno != EINVAL) return addr;
   ::munmap(addr, size);
-  return ::mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  addr = ::mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (addr != MAP_FAILED) advise_huge_pages(addr, size);  // for the pages read later
+  return addr;
 }
 
 // Reads the whole file into `dest`. The file's identity and times are compared before and after:

@@ -202,8 +202,10 @@ class StepOrder {
 //  - Rows of at most 5 lines (dim 64 f32, 64-256 int8, 128 f16): the first line only, 12 rows
 //    ahead. The adjacent-line prefetcher brings its pair, and the row's other lines are short
 //    demand misses the reorder window overlaps across many rows. 1.2-1.35x over whole rows 24
-//    ahead; whole rows 4 ahead were 0.93x. Except rows of 2 lines (f16 and bf16 dim 64, f32 32),
-//    which take both: on the Zen 3 below the pair did not come in time. Measured there (bench/ab.py,
+//    ahead; whole rows 4 ahead were 0.93x. Except rows of 65 to 128 bytes (f32 dims 17-32,
+//    16-bit 33-64, int8 57-120, int4 121-248, with their scale and bias), which take both
+//    lines: on the Zen 3 below the pair did not come in time. (Quantized rows already had the
+//    line of their scale and bias, the second one except where it straddles the two: int8 57-60.) Measured there (bench/ab.py,
 //    1 thread, 1.1-2.2M-row tables 3.6-5.2x the LLC in 2 MiB pages, 9 interleaved rounds, against
 //    the first line): gather f16 64 -> f32 1.45x [1.09-1.59], bf16 64 + positions 2.0x [1.26-2.66],
 //    f32 32 1.23x [1.04-1.37]; bags of 8 f16 64 1.15x [1.08-1.19], of 32 1.02x [0.93-1.16]; a
@@ -248,7 +250,7 @@ constexpr WideRowReach kBagReach{2 * 3072, 8, 24 * 64};
 
 constexpr std::uint64_t kNarrowRowBytes = 5 * 64;
 constexpr std::uint64_t kNarrowDistance = 12;
-constexpr std::uint64_t kPairRowBytes = 2 * 64;  // rows of 2 lines: both prefetched
+constexpr std::uint64_t kPairRowBytes = 2 * 64;  // rows of 65 to 128 bytes: both lines prefetched
 constexpr std::uint64_t kRowHeadBytes = 8 * 64;
 
 inline PrefetchPlan prefetch_plan(std::uint64_t table_row_bytes, WideRowReach reach) {
