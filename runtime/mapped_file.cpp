@@ -66,6 +66,12 @@ FileStamp stamp_of(const struct stat& st) {
   return s;
 }
 
+void advise_huge_pages(void* addr, std::size_t size) {
+#ifdef MADV_HUGEPAGE
+  ::madvise(addr, size, MADV_HUGEPAGE);  // a hint: without THP the pages are 4 KiB
+#endif
+}
+
 // Anonymous read-write memory of `length` bytes (a multiple of kHugePage) starting on a huge-page
 // boundary, advised to use huge pages before any of it is touched.
 void* map_huge_aligned(std::size_t length) {
@@ -79,9 +85,7 @@ void* map_huge_aligned(std::size_t length) {
     ::munmap(reinterpret_cast<void*>(aligned + length), tail);
   }
   void* addr = reinterpret_cast<void*>(aligned);
-#ifdef MADV_HUGEPAGE
-  ::madvise(addr, length, MADV_HUGEPAGE);  // a hint: without THP the copy works on 4 KiB pages
-#endif
+  advise_huge_pages(addr, length);
   return addr;
 }
 
@@ -95,12 +99,6 @@ void* map_huge_aligned(std::size_t length) {
 // (Linux 5.14) keeps the advice, which MAP_POPULATE would come too early for; where the kernel does
 // not know it, the file is mapped again with MAP_POPULATE. As with MAP_POPULATE, a page that
 // cannot be read now is not an error of the open: a later touch of it is the fault guard's.
-void advise_huge_pages(void* addr, std::size_t size) {
-#ifdef MADV_HUGEPAGE
-  ::madvise(addr, size, MADV_HUGEPAGE);  // a hint: without THP the pages are 4 KiB
-#endif
-}
-
 void* map_shared_in_huge_pages(int fd, std::size_t size, bool populate) {
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   if (addr == MAP_FAILED) return addr;

@@ -202,15 +202,15 @@ class StepOrder {
 //  - Rows of at most 5 lines (dim 64 f32, 64-256 int8, 128 f16): the first line only, 12 rows
 //    ahead. The adjacent-line prefetcher brings its pair, and the row's other lines are short
 //    demand misses the reorder window overlaps across many rows. 1.2-1.35x over whole rows 24
-//    ahead; whole rows 4 ahead were 0.93x. Except rows of 65 to 128 bytes (f32 dims 17-32,
-//    16-bit 33-64, int8 57-120, int4 121-248, with their scale and bias), which take both
-//    lines: on the Zen 3 below the pair did not come in time. (Quantized rows already had the
-//    line of their scale and bias, the second one except where it straddles the two: int8 57-60.) Measured there (bench/ab.py,
-//    1 thread, 1.1-2.2M-row tables 3.6-5.2x the LLC in 2 MiB pages, 9 interleaved rounds, against
-//    the first line): gather f16 64 -> f32 1.45x [1.09-1.59], bf16 64 + positions 2.0x [1.26-2.66],
-//    f32 32 1.23x [1.04-1.37]; bags of 8 f16 64 1.15x [1.08-1.19], of 32 1.02x [0.93-1.16]; a
-//    control case the change did not touch, 1.06x [0.93-1.15]. Rows of 4 lines whole lost (bags
-//    of f32 64: 0.89-0.99x, at 6, 12 or 20 rows ahead).
+//    ahead; whole rows 4 ahead were 0.93x. Except rows of 65 to 128 bytes (f32 dims 17-32, 16-bit
+//    33-64, int8 57-120, int4 121-248, with their scale and bias), which take both lines: on the
+//    Zen 3 below the pair did not come in time. (Quantized rows already had the line of their scale
+//    and bias, the second one except where it straddles the two: int8 57-60.) Measured there
+//    (bench/ab.py, 1 thread, 1.1-2.2M-row tables 3.6-5.2x the LLC in 2 MiB pages, 9 interleaved
+//    rounds, against the first line): gather f16 64 -> f32 1.45x [1.09-1.59], bf16 64 + positions
+//    2.0x [1.26-2.66], f32 32 1.23x [1.04-1.37]; bags of 8 f16 64 1.15x [1.08-1.19], of 32 1.02x
+//    [0.93-1.16]; a control case the change did not touch, 1.06x [0.93-1.15]. Rows of 4 lines whole
+//    lost (bags of f32 64: 0.89-0.99x, at 6, 12 or 20 rows ahead).
 //  - Wider rows: the whole row up to 16 lines, else its first 8 lines (the L2's streamer follows
 //    the rest once the first loads train it; 48 prefetches per GPT-2 f32 row, 256 per Llama-3 f32
 //    row, filled the miss buffers), about 6 KiB of rows and at most 2 rows ahead: GPT-2 int8 (13
