@@ -81,17 +81,21 @@ inline IdPath bag_path(const PoolArgs& a) noexcept {
 constexpr std::uint64_t kBagHeadRowBytes = 48 * 64;
 constexpr std::uint64_t kBagHeadDistance = 12;
 constexpr std::uint64_t kBagHeadBytes = 2 * 64;
+constexpr std::uint64_t kSecondLineParamsBytes = 64 + 8;  // the widest scale and bias (int8's) after line 0
 
 template <DType TD>
 inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
   if (!kRowwiseQuantized<TD> && table_row_bytes > kNarrowRowBytes && table_row_bytes <= kBagHeadRowBytes) {
     return {kBagHeadDistance, kBagHeadBytes};
   }
-  // A quantized row of 2 lines has its second line prefetched as the one holding its scale and
-  // bias (prefetch_row): the same lines as prefetch_plan's pair, yet bags of int8 64 pooled
-  // 0.82x [0.80-0.83] (of 32: 0.83x) as fast with the pair's 2-line plan on the Zen 3 (bench/ab.py,
-  // 7 rounds, tables in 2 MiB pages). Why is not known (no counters in that VM); they keep this.
-  if (kRowwiseQuantized<TD> && table_row_bytes > 64 && table_row_bytes <= kPairRowBytes) return {kNarrowDistance, 64};
+  // A quantized row of 2 lines whose scale and bias lie in its second line (rows of 72 to 128
+  // bytes; int8 dims 57-60 straddle the two and keep the pair) has that line prefetched with
+  // them (prefetch_row): the same lines as prefetch_plan's pair, yet bags of int8 64 pooled 0.82x
+  // [0.80-0.83] (of 32: 0.83x) as fast with the pair's plan on the Zen 3 (bench/ab.py, 7 rounds,
+  // tables in 2 MiB pages). Why is not known (no counters in that VM); they keep this one.
+  if (kRowwiseQuantized<TD> && table_row_bytes >= kSecondLineParamsBytes && table_row_bytes <= kPairRowBytes) {
+    return {kNarrowDistance, 64};
+  }
   return prefetch_plan(table_row_bytes, kBagReach);
 }
 
