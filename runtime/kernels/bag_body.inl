@@ -64,20 +64,20 @@ inline IdPath bag_path(const PoolArgs& a) noexcept {
   return plain ? plain_id_path(a.ids) : IdPath::kGeneral;
 }
 
-// How far ahead, and how much of each row, a bag prefetches. Float rows of 6 to 48 lines (f32
-// dims 96 to 768, 16-bit 192 to 1536) take their first 2 lines 12 rows ahead, as the gather's
-// quick rows do: the L2's streamer brings the rest of a row once its first lines are read, and 12
-// heads in flight keep more rows coming than kBagReach's 2-8 whole rows, which fill the miss
-// buffers. Measured (bench/ab.py, 1 thread, tables 3.9x the LLC, against 6-8 whole rows ahead,
-// a 480 MiB-LLC AVX-512 machine): f16 384 1.26x, f32 256 1.12x (bags of 8 1.14x), f32 128 1.07x,
-// f16 512 1.02x, f16 256 0.99-1.04x (5 rounds; 3-round runs before: 0.96-1.11x); 8 or 16 rows
-// ahead were no better. Tables in the LLC keep the heads too: whole rows 6-8 ahead there gave f16
-// 256 bags 1.00-1.05x, f32 256 0.98x, f16 512 0.93x. Rows of 17 to 48 lines were added on a 32
-// MiB-L3 Zen 3 (AVX2, 7 rounds, against 4 whole rows ahead, or 2 rows' first 8 lines for f32
+// How far ahead, and how much of each row, a bag prefetches. Float rows of 6 to 48 lines (f32 dims
+// 96 to 768, 16-bit 192 to 1536) take their first 2 lines 12 rows ahead, as the gather's quick rows
+// do: the L2's streamer brings the rest of a row once its first lines are read, and 12 heads in
+// flight keep more rows coming than kBagReach's plan (2-8 whole rows, or 2-3 rows' first 8 lines),
+// which fills the miss buffers. Measured (bench/ab.py, 1 thread, tables 3.9x the LLC, against 6-8
+// whole rows ahead, a 480 MiB-LLC AVX-512 machine): f16 384 1.26x, f32 256 1.12x (bags of 8 1.14x),
+// f32 128 1.07x, f16 512 1.02x, f16 256 0.99-1.04x (5 rounds; 3-round runs before: 0.96-1.11x); 8
+// or 16 rows ahead were no better. Tables in the LLC keep the heads too: whole rows 6-8 ahead there
+// gave f16 256 bags 1.00-1.05x, f32 256 0.98x, f16 512 0.93x. Rows of 17 to 48 lines were added on
+// a 32 MiB-L3 Zen 3 (AVX2, 7 rounds, against 4 whole rows ahead, or 2 rows' first 8 lines for f32
 // 768): f16 768 bags of 8 1.16x, of 128 1.22x (3 runs of 5 rounds before: 1.05-1.17x), f16 1024
 // 1.15x (1.07x), f32 768 1.14x, 1.17x (5-round runs: 0.98-1.09x). Wider rows keep the plan: f16
-// 2048 1.08x [0.99-1.16], bf16 4096 0.98x. Quantized rows keep whole rows: int8 768 (832-byte
-// rows) lost on the 480 MiB machine, 0.72-0.75x, and was 0.97-1.08x on the Zen 3.
+// 2048 1.08x [0.99-1.16], bf16 4096 0.98x. Quantized rows keep whole rows: int8 768 (776-byte rows)
+// lost on the 480 MiB machine, 0.72-0.75x, and was 0.97-1.08x on the Zen 3.
 constexpr std::uint64_t kBagHeadRowBytes = 48 * 64;
 constexpr std::uint64_t kBagHeadDistance = 12;
 constexpr std::uint64_t kBagHeadBytes = 2 * 64;
@@ -88,11 +88,12 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
   if (!kRowwiseQuantized<TD> && table_row_bytes > kNarrowRowBytes && table_row_bytes <= kBagHeadRowBytes) {
     return {kBagHeadDistance, kBagHeadBytes};
   }
-  // A quantized row of 2 lines whose scale and bias lie in its second line (rows of 72 to 128
-  // bytes; int8 dims 57-60 straddle the two and keep the pair) has that line prefetched with
-  // them (prefetch_row): the same lines as prefetch_plan's pair, yet bags of int8 64 pooled 0.82x
-  // [0.80-0.83] (of 32: 0.83x) as fast with the pair's plan on the Zen 3 (bench/ab.py, 7 rounds,
-  // tables in 2 MiB pages). Why is not known (no counters in that VM); they keep this one.
+  // Quantized rows of 72 to 128 bytes, whose scale and bias lie wholly in their second line, take
+  // their first line: prefetch_row adds the second with the scale and bias. Those are the lines of
+  // prefetch_plan's pair, yet bags of int8 64 pooled 0.82x [0.80-0.83] (of 32: 0.83x) as fast with
+  // the pair's plan on the Zen 3 (bench/ab.py, 7 rounds, tables in 2 MiB pages); why is not known
+  // (no counters in that VM). Rows of 68 bytes keep the pair: int8 dims 57-60, whose scale and bias
+  // straddle the two lines, and int4 dims 121-128 (not measured).
   if (kRowwiseQuantized<TD> && table_row_bytes >= kSecondLineParamsBytes && table_row_bytes <= kPairRowBytes) {
     return {kNarrowDistance, 64};
   }

@@ -205,7 +205,8 @@ class StepOrder {
 //    ahead; whole rows 4 ahead were 0.93x. Except rows of 65 to 128 bytes (f32 dims 17-32, 16-bit
 //    33-64, int8 57-120, int4 121-248, with their scale and bias), which take both lines: on the
 //    Zen 3 below the pair did not come in time. (Quantized rows already had the line of their scale
-//    and bias, the second one except where it straddles the two: int8 57-60.) Measured there
+//    and bias, the second one except where it straddles the two: int8 57-60. The bags keep quantized
+//    rows of 72-128 bytes on their first line and their scale's: bag_prefetch_plan.) Measured there
 //    (bench/ab.py, 1 thread, 1.1-2.2M-row tables 3.6-5.2x the LLC in 2 MiB pages, 9 interleaved
 //    rounds, against the first line): gather f16 64 -> f32 1.45x [1.09-1.59], bf16 64 + positions
 //    2.0x [1.26-2.66], f32 32 1.23x [1.04-1.37]; bags of 8 f16 64 1.15x [1.08-1.19], of 32 1.02x
@@ -216,13 +217,13 @@ class StepOrder {
 //    row, filled the miss buffers), about 6 KiB of rows and at most 2 rows ahead: GPT-2 int8 (13
 //    lines) 1.06-1.51x and int4 (7 lines) 1.43x over the old 7 and 13 rows ahead; GPT-2 f32
 //    unchanged (it was 2 rows).
-//  - Bags let the rows of 6 KiB ahead be up to 8: pooling stores nothing per row, so fewer
-//    instructions separate the rows and more of them fit in the core's window. 512-byte f16 rows
-//    (dim 256) pooled 1.15x faster 8 rows ahead than 2 (bags of 8, tables 4x the LLC); rows of
-//    1 KiB to 3 KiB were within 3% anywhere from 2 to 8 rows ahead.
-//  - Bags also take rows of up to 24 lines whole: f16 dim 768 (1.5 KiB), 4 rows ahead, pooled
-//    1.04x (bags of 8), 1.07x (32) and 1.01x (128) faster than by their first 8 lines; f32 dim
-//    768 (48 lines) was 0.98x with 24 lines 4 rows ahead and 0.83x whole, so it keeps its 8.
+//  - Bags (kBagReach) let the rows of 6 KiB ahead be up to 8: pooling stores nothing per row, so
+//    fewer instructions separate the rows and more of them fit in the core's window; and they take
+//    rows of up to 24 lines whole. Float rows of 6-48 lines have since gone to bag_prefetch_plan's
+//    heads (bag_body.inl), so this reach serves quantized rows of more than 5 lines and float rows
+//    of more than 48. When it was measured (480 MiB-LLC AVX-512): 512-byte f16 rows pooled 1.15x
+//    faster 8 rows ahead than 2; rows of 1-3 KiB were within 3% from 2 to 8 rows ahead; f16 768
+//    whole, 4 rows ahead, 1.01-1.07x over its first 8 lines; f32 768 0.83x whole.
 // Tried and not kept (bench/ab.py, 1 thread, tables 4.3x a 480 MiB LLC, Sapphire Rapids-class
 // AVX-512 BF16, 3-5 interleaved rounds, median [IQR] against this plan):
 //  - The gather also prefetching the next row whole, a line per vector of this one as it is
