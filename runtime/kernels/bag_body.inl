@@ -100,19 +100,22 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
   return prefetch_plan(table_row_bytes, kBagReach);
 }
 
-// Float rows of 2 to 4 lines pooled in registers straight into an f32 output
-// (pool_bags_in_registers: f32 dims 17-64, or 17-32 with SSE4.2; 16-bit dims 33-64, or 33-128 with
-// AVX-512) prefetch the whole row 16 ids ahead, a line at a time among the loads of this row's
-// lines, as FBGEMM's EmbeddingSpMDM kernels do; near the end of the range the id ahead is the
-// range's last (a row already on its way), so the loop has no branch for it. The plans above issue
-// the prefetches at the top of each row's loop, behind a test of the distance. Measured on the
-// 32 MiB-L3 Zen 3 (AVX2, bench/ab.py, 1 thread, tables 3.9x the LLC, 7 rounds, against
-// bag_prefetch_plan's first line or pair 12 rows ahead): f32 64 bags of 8 / 32 / 128 1.15x / 1.12x
-// / 1.07x, f16 64 bags of 8 / 32 1.19x / 1.24x, f32 32 and bf16 64 bags of 32 1.19x and 1.17x.
-// Controls the change leaves alone: int8 64 1.03x, f32 256 0.90-1.02x in three runs (one binary
-// against a copy of itself gave f16 256 0.89x [0.87-0.98] once: single runs move that much). 12
-// ids ahead gained 1.06-1.21x, 16 up to 1.18x, in runs with a run-time knob. Not measured with
-// AVX-512 or SSE4.2, nor on rows of one line, which keep their plan.
+// Float rows of 2 to 4 lines that a plain request pools in registers straight into an f32 output
+// (pool_bags_in_registers: dims a multiple of the vector width, f32 20-32 with SSE4.2, 24-64 with
+// AVX2, 32-64 with AVX-512; 16-bit 40-64 with AVX2, 48-128 with AVX-512, none with SSE4.2) prefetch
+// the whole row 16 ids ahead, each line after the first load of the same line of this row, as
+// FBGEMM's EmbeddingSpMDM kernels do. Near the end of the range the id ahead is the range's last (a
+// row already on its way), so the loop has no branch for it (FBGEMM branches to the current row
+// instead). The plans above issue the prefetches at the top of each row's loop, behind a test of
+// the distance. Measured on the 32 MiB-L3 Zen 3 (AVX2, bench/ab.py, 1 thread, tables 3.9x the LLC,
+// 7 rounds, against bag_prefetch_plan's first line or pair 12 rows ahead): f32 64 bags of 8 / 32 /
+// 128 1.15x / 1.12x / 1.07x, f16 64 bags of 8 / 32 1.19x / 1.24x, f32 32 and bf16 64 bags of 32
+// 1.19x and 1.17x. Controls the change leaves alone: int8 64 1.03x, f32 256 0.90-1.02x in three
+// runs, f16 256 bags of 32 0.88-0.93x in four (one binary against a copy of itself gave that case
+// 0.89x [0.87-0.98] once and 1.01x once, and its pool_block is byte-identical: single runs move
+// that much). With a run-time knob: whole rows 8 or 16 ahead at the top of the loop 0.88-1.09x,
+// interleaved 12 ahead 1.06-1.21x, 16 ahead 1.11-1.18x (kept: the higher low end, and FBGEMM's
+// distance). Not measured with AVX-512 or SSE4.2, nor on rows of 3 lines (f32 dim 48).
 constexpr std::uint64_t kInterleavedRowBytes = 4 * 64;
 constexpr std::uint64_t kInterleavedDistance = 16;
 
@@ -189,7 +192,7 @@ struct Bag {
 // above, before the normalization. The count is a template argument so that the accumulators stay
 // in registers (with a run-time count GCC kept them on the stack: a load and a store per vector
 // and row). kInterleaved: the block is the whole row (j == 0), and each of its lines is prefetched
-// in the row ahead after its loads (interleaves_prefetch).
+// in the row ahead after the first load of the same line of this row (interleaves_prefetch).
 template <std::uint64_t kVectors, DType TD, IdPath P, bool kInterleaved = false>
 inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool first_pass) {
   using V = typename Traits::V;
