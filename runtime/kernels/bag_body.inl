@@ -119,9 +119,16 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
 constexpr std::uint64_t kInterleavedRowBytes = 4 * 64;
 constexpr std::uint64_t kInterleavedDistance = 16;
 
+// Asked at compile time by pool_bags_in_registers (a float row of kVectors vectors is
+// table_bytes(kVectors * W)) and at run time by pool_bags_on for the range's plan: the same rule.
 template <DType TD>
 constexpr bool interleaves_prefetch(std::uint64_t table_row_bytes) {
   return !kRowwiseQuantized<TD> && table_row_bytes > 64 && table_row_bytes <= kInterleavedRowBytes;
+}
+
+// Its plan, for the range's first rows: whole rows, kInterleavedDistance ids ahead.
+inline PrefetchPlan interleaved_plan(std::uint64_t table_row_bytes) {
+  return {kInterleavedDistance, (table_row_bytes + 63) / 64 * 64};
 }
 
 // The ids of one bag and what pooling them needs.
@@ -490,8 +497,9 @@ inline std::uint64_t first_id_of(const PoolArgs& a, std::uint64_t b) noexcept {
 // is zeroing and storing its accumulators, as in FBGEMM's loop. Going through the chunk loop and
 // the dispatch on the vector count for every bag cost dim-64 bags of 8 ids 7-8% (f16, int8) and
 // bags of 2 7-16% of their time (see the commit).
-template <std::uint64_t kVectors, DType TD, IdPath P, bool kInterleaved>
+template <std::uint64_t kVectors, DType TD, IdPath P>
 void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead) {
+  constexpr bool kInterleaved = interleaves_prefetch<TD>(table_bytes<TD>(kVectors * Traits::kWidth));
   float* out = static_cast<float*>(a.out);
   for (std::uint64_t b = begin; b < end; ++b) {
     const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead};
@@ -499,12 +507,11 @@ void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_
   }
 }
 
-template <DType TD, IdPath P, bool kInterleaved, std::size_t... kMinusOne>
+template <DType TD, IdPath P, std::size_t... kMinusOne>
 void pool_bags_in_registers_of(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead,
                                std::uint64_t vectors, std::index_sequence<kMinusOne...>) {
-  (void)((vectors == kMinusOne + 1
-              ? (pool_bags_in_registers<kMinusOne + 1, TD, P, kInterleaved>(a, begin, end, ahead), true)
-              : false) ||
+  (void)((vectors == kMinusOne + 1 ? (pool_bags_in_registers<kMinusOne + 1, TD, P>(a, begin, end, ahead), true)
+                                   : false) ||
          ...);
 }
 
@@ -523,7 +530,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   const bool in_registers = kPoolInPlace && P != IdPath::kGeneral && !a.normalize && dim % W == 0 &&
                             dim / W <= kRegisterVectors<TD>;
   const bool interleaved = in_registers && interleaves_prefetch<TD>(table_row_bytes);
-  const PrefetchPlan plan = interleaved    ? PrefetchPlan{kInterleavedDistance, (table_row_bytes + 63) / 64 * 64}
+  const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes)
                             : block_passes ? block_pass_plan<TD>()
                                            : bag_prefetch_plan<TD>(table_row_bytes);
   const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), block_passes};
@@ -537,11 +544,10 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   // rounded from there. (Pooling every row into `chunk` and copying it out cost bags of 8 ids up to
   // a sixth of their time: GCC made the copy a `rep movsq`, which held back the next bag's loads.)
   if constexpr (kPoolInPlace && P != IdPath::kGeneral) {
-    constexpr auto kCounts = std::make_index_sequence<kRegisterVectors<TD>>();
-    if constexpr (!kRowwiseQuantized<TD>) {
-      if (interleaved) return pool_bags_in_registers_of<TD, P, true>(a, begin, end, ahead, dim / W, kCounts);
+    if (in_registers) {
+      return pool_bags_in_registers_of<TD, P>(a, begin, end, ahead, dim / W,
+                                               std::make_index_sequence<kRegisterVectors<TD>>());
     }
-    if (in_registers) return pool_bags_in_registers_of<TD, P, false>(a, begin, end, ahead, dim / W, kCounts);
   }
   alignas(64) float chunk[kChunkFloats];
   RowStage stage;
