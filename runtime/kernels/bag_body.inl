@@ -288,7 +288,14 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
   const PoolArgs& a = bag.a;
   std::byte* acc = reinterpret_cast<std::byte*>(out);
   const auto acc_at = [&](std::uint64_t v) { return Traits::load_f32(acc + 4 * v * W); };
-  for (std::uint64_t v = 0; v < vectors; ++v) Traits::store_f32(acc + 4 * v * W, V(0.0f), false);
+  // The bag's first rows are added to sums that start at zero in registers, not to zeros stored
+  // first, and a plain sum's last store is its result (no pass to divide or scale): an empty bag's
+  // sums are stored as zeros at the end. Against zeroing first and a final pass (bench/ab.py, 32
+  // MiB-L3 Zen 3, AVX2, 1 thread, tables 3.9x the LLC, bags of 8, 7 rounds, one output buffer):
+  // f32 768 1.16x, int8 768 1.12x, f32 256 1.14x, f16 768 1.04x; bags of 32 1.01-1.04x; with
+  // outputs rotating through 4x the LLC (5 rounds) f32 768 1.18x, int8 768 1.22x, f32 256 1.10x;
+  // mean + normalize f32 768 1.07x.
+  bool fresh = true;
   const bool token_scaled = bag.token_scaled();
   const V token_scale(a.token_scale);
   const bool weighted = bag.weighted(), max = bag.max();
@@ -307,8 +314,7 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
       row_quantization<TD>(rows[g], a.params_offset, qs[g], qb[g]);
       w[g] = V(weighted ? bag.weight(i + g) : 1.0f);
     }
-    for (std::uint64_t v = 0; v < vectors; ++v) {
-      V r = acc_at(v);
+    const auto add_to = [&](V r, std::uint64_t v) __attribute__((always_inline)) {
 #pragma GCC unroll 8
       for (std::uint64_t g = 0; g < kRows; ++g) {
         V x = load<TD>(rows[g], j + v * W, qs[g], qb[g]);
@@ -320,6 +326,12 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
         }
       }
       Traits::store_f32(acc + 4 * v * W, r, false);
+    };
+    if (fresh) {
+      for (std::uint64_t v = 0; v < vectors; ++v) add_to(V(0.0f), v);
+      fresh = false;
+    } else {
+      for (std::uint64_t v = 0; v < vectors; ++v) add_to(acc_at(v), v);
     }
   };
   if (bag.stage != nullptr) {
@@ -344,8 +356,12 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
     }
     for (; i < bag.last; ++i) add_rows.template operator()<1>(i, table_row, first_pass);
   }
+  if (fresh) {  // an empty bag
+    for (std::uint64_t v = 0; v < vectors; ++v) Traits::store_f32(acc + 4 * v * W, V(0.0f), false);
+  }
   const std::uint64_t n = bag.last - bag.first;
   const bool mean = a.mode == PoolingMode::kMean && n > 0;
+  if (!mean && a.output_scale == 1.0f) return;  // the sums are the result
   const V count(static_cast<float>(n)), scale(a.output_scale);
   for (std::uint64_t v = 0; v < vectors; ++v) {
     V r = mean ? acc_at(v) / count : acc_at(v);
