@@ -54,7 +54,8 @@ def draw(json_path, png_path):
     if not groups:
         return
     names = ("embedrt",) + EMBEDRT_VARIANTS + PLOTTED
-    colours = {n: plt.get_cmap("tab20")(k % 20) for k, n in enumerate(names)}
+    # (tab20 then tab20b: more than 20 contenders, each its own colour)
+    colours = {n: plt.get_cmap("tab20")(k) if k < 20 else plt.get_cmap("tab20b")(k - 20) for k, n in enumerate(names)}
 
     def bars(c):
         return [n for n in names if c["medians"].get(n)]
@@ -935,7 +936,8 @@ def bags_group(threads_list, table):
     """Equal bags of 8, 32 and 128 ids (8192 ids a call) from tables 4x the LLC, dims 64, 256, 768,
     f32 / f16 / int8 tables, f32 output: embedrt's pool (sum; mean + normalize for model2vec's
     rule), torch's F.embedding_bag (sum, mean; f16), FBGEMM's int8 rowwise bag, model2vec's numpy
-    pooling, and the bag roofline (every row read in order, one pooled row written per bag)."""
+    pooling, and the bag roofline (every row read in order, one pooled row written per bag); embedrt
+    also into one output buffer, for the peers that allocate theirs (ALLOCATING_PEERS)."""
     B, L = (BAG_SEQUENCES, BAG_SEQUENCE_IDS) if not args.smoke else (2, 64)
     shapes = {s for s in bag_shapes() if s[1:] == table}
     cases, models = [], []
@@ -1434,7 +1436,7 @@ def markdown(result):
         if peer_rows:
             lines += ["", "Peers (for bags, tokens/s counts ids pooled; a mean peer is compared with embedrt's mean "
                       "then L2-normalize, which does more than the peer). On equal terms: a peer that allocates its "
-                      "output per call (torch's nn.Embedding, FBGEMM's bags) gets it back from the allocator still "
+                      "output per call (torch's nn.Embedding, FBGEMM's bags, model2vec's numpy pooling) gets it back from the allocator still "
                       "cached, so it is also compared with embedrt into one output buffer, where the case measured it:", "",
                       "| case | threads | peer | peer tokens/s | embedrt / peer | on equal terms | peer % of roofline |",
                       "|---|---|---|---|---|---|---|"]
@@ -1454,7 +1456,9 @@ def markdown(result):
             for c in one:
                 m = c["medians"]
                 e, o = m["embedrt"], m["embedrt, one output buffer"]
-                peer = max((p for p in ALLOCATING_PEERS if m.get(p)), key=lambda p: m[p], default=None)
+                # (a sum against a sum: the mean peers are compared with embedrt's mean in the table above)
+                peer = max((p for p in ALLOCATING_PEERS if m.get(p) and p not in MEAN_PEERS), key=lambda p: m[p],
+                           default=None)
                 f = m[peer] if peer else None
                 lines.append(f"| {c['title']} | {c['threads']} | {fmt_rate(e)} | {fmt_rate(o)} | {o / e:.2f}x | "
                              f"{peer or '-'} | {fmt_rate(f) if f else '-'} | {ratio_text(o, f)} |")
