@@ -243,11 +243,15 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   }
   const std::uint64_t n = bag.last - bag.first;
   const bool mean = a.mode == PoolingMode::kMean && n > 0;
-  const V count(static_cast<float>(n)), scale(a.output_scale);
+  // Read once, before the stores: `out` might alias `a` for all GCC knows, and it read the scale
+  // again after every store, a load and two branches per vector of every bag.
+  const float output_scale = a.output_scale;
+  const bool scaled = output_scale != 1.0f;
+  const V count(static_cast<float>(n)), scale(output_scale);
 #pragma GCC unroll 16
   for (std::uint64_t v = 0; v < vectors; ++v) {
     V r = mean ? acc[v] / count : acc[v];
-    if (a.output_scale != 1.0f) r = r * scale;
+    if (scaled) r = r * scale;
     Traits::store_f32(reinterpret_cast<std::byte*>(out + v * W), r, false);
   }
 }
@@ -360,11 +364,13 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
   }
   const std::uint64_t n = bag.last - bag.first;
   const bool mean = a.mode == PoolingMode::kMean && n > 0;
-  if (!mean && a.output_scale == 1.0f) return;  // the sums are the result
-  const V count(static_cast<float>(n)), scale(a.output_scale);
+  const float output_scale = a.output_scale;  // read once (pool_block)
+  const bool scaled = output_scale != 1.0f;
+  if (!mean && !scaled) return;  // the sums are the result
+  const V count(static_cast<float>(n)), scale(output_scale);
   for (std::uint64_t v = 0; v < vectors; ++v) {
     V r = mean ? acc_at(v) / count : acc_at(v);
-    if (a.output_scale != 1.0f) r = r * scale;
+    if (scaled) r = r * scale;
     Traits::store_f32(acc + 4 * v * W, r, false);
   }
 }
