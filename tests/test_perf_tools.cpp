@@ -3,6 +3,8 @@
 // against the Embedder's, bit for bit, on every ISA this CPU runs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -100,9 +102,10 @@ TEST_CASE("decode limit: the Embedder's bytes for one token plus its position ro
   }
 }
 
-TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool pools them, every ISA and dtype") {
+TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool pools them, every ISA, dtype and plan") {
   TempDir dir;
   for (DType dtype : kDTypes) {
+    // 300: wider than the accumulator registers on every ISA, so the plans differ
     for (std::uint64_t dim : {37, 64, 300}) {
       const Model model = open_synthetic(dir, {48, dim, dtype});
       std::vector<std::int64_t> ids(48);
@@ -112,7 +115,7 @@ TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool p
         REQUIRE(embedder);
         for (OutputDType out : {OutputDType::kF32, OutputDType::kBF16}) {
           for (PoolingMode mode : {PoolingMode::kSum, PoolingMode::kMean}) {
-            for (std::uint64_t bag : {1, 4, 16}) {
+            for (std::uint64_t bag : {1, 4, 12, 16}) {  // 12: a group of 8 rows and 4 more
               CAPTURE(dtype_name(dtype));
               CAPTURE(dim);
               CAPTURE(isa_name(isa));
@@ -126,22 +129,32 @@ TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool p
               request.bags = bags;
               request.mode = mode;
               REQUIRE(embedder->pool(request, OutputSpan::from_bytes(expected, out).value()));
-              std::vector<std::byte> got(expected.size());
-              std::vector<float> scratch(dim);
-              perf::BagStream a;
-              a.rows.table = model.token().bytes.data();
-              a.rows.stride = model.token().row_stride;
-              a.rows.dim = dim;
-              a.rows.params_offset = row_params_offset(dtype, dim);
-              a.rows.out = got.data();
-              a.bag = bag;
-              a.mean = mode == PoolingMode::kMean;
-              a.scratch = scratch.data();
-              const auto kernel = perf::roofline_kernels(isa).get_bag(dtype, out);
-              REQUIRE((kernel != nullptr));
-              kernel(a, 0, bags / 2);  // in two ranges, as threads split a call
-              kernel(a, bags / 2, bags);
-              CHECK(got == expected);
+              for (perf::BagPlan plan : perf::kBagPlans) {
+                for (bool stream : {false, true}) {
+                  CAPTURE(perf::bag_plan_name(plan));
+                  CAPTURE(stream);
+                  // 64-byte aligned, as a streaming store needs (the kernel checks the element alignment only)
+                  std::vector<std::byte> got(expected.size() + 64);
+                  std::byte* aligned = got.data() + (64 - reinterpret_cast<std::uintptr_t>(got.data()) % 64) % 64;
+                  std::vector<float> scratch(dim);
+                  perf::BagStream a;
+                  a.rows.table = model.token().bytes.data();
+                  a.rows.stride = model.token().row_stride;
+                  a.rows.dim = dim;
+                  a.rows.params_offset = row_params_offset(dtype, dim);
+                  a.rows.out = aligned;
+                  a.rows.stream = stream;
+                  a.bag = bag;
+                  a.mean = mode == PoolingMode::kMean;
+                  a.plan = plan;
+                  a.scratch = scratch.data();
+                  const auto kernel = perf::roofline_kernels(isa).get_bag(dtype, out);
+                  REQUIRE((kernel != nullptr));
+                  kernel(a, 0, bags / 2);  // in two ranges, as threads split a call
+                  kernel(a, bags / 2, bags);
+                  CHECK(std::equal(expected.begin(), expected.end(), aligned));
+                }
+              }
             }
           }
         }

@@ -123,6 +123,7 @@ void StreamRoofline::call_bags(tbb::task_arena& arena, const RowStream& rows) {
   a.rows = rows;
   a.bag = m.c.bag;
   a.mean = m.c.mean;
+  a.plan = m.c.bag_plan;
   const auto run = [&](std::uint64_t begin, std::uint64_t end) {
     thread_local std::vector<float> scratch;
     if (scratch.size() < m.c.dim) scratch.resize(m.c.dim);
@@ -142,6 +143,8 @@ void StreamRoofline::call_bags(tbb::task_arena& arena, const RowStream& rows) {
                       tbb::simple_partitioner());
   });
 }
+
+void StreamRoofline::set_bag_plan(BagPlan plan) noexcept { impl_->c.bag_plan = plan; }
 
 std::uint64_t StreamRoofline::table_bytes() const noexcept { return impl_->rows * impl_->c.stride; }
 std::uint64_t StreamRoofline::output_bytes() const noexcept { return impl_->out_rows * impl_->out_row; }

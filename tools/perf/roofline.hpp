@@ -13,10 +13,10 @@
 #include "embedrt/embedder.hpp"
 #include "embedrt/format.hpp"
 #include "embedrt/isa.hpp"
+#include "roofline_kernels.hpp"
 
 namespace embedrt::perf {
 
-struct RowStream;  // roofline_kernels.hpp
 
 struct StreamCase {
   DType table = DType::kF32;
@@ -31,6 +31,7 @@ struct StreamCase {
   // (tokens / bag rows out per call; tokens must be a multiple of bag); `mean` divides the sum.
   std::uint64_t bag = 1;
   bool mean = false;
+  BagPlan bag_plan = BagPlan::kRowAtATime;  // wide rows only
 };
 
 class StreamRoofline {
@@ -43,6 +44,7 @@ class StreamRoofline {
   // One call: the next `tokens` rows of the table into the next output buffer, split over the
   // arena's threads in contiguous ~128 KiB chunks of output (as the Embedder splits a request).
   void call(tbb::task_arena& arena);
+  void set_bag_plan(BagPlan plan) noexcept;
 
   std::uint64_t table_bytes() const noexcept;   // the table buffer streamed through
   std::uint64_t output_bytes() const noexcept;  // per call

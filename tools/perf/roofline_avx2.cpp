@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <xsimd/xsimd.hpp>
 
 #include "embedrt/half.hpp"

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <xsimd/xsimd.hpp>
 
 #include "embedrt/half.hpp"

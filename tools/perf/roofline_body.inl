@@ -111,49 +111,100 @@ void stream_rows(const RowStream& a, std::uint64_t begin, std::uint64_t end) {
   if (stream) Traits::fence();
 }
 
-// A bag pooled into the f32 row `pooled`: every element 0 + row 0 + row 1 + ... in row order,
-// then / n for a mean, as the reference. Rows are read whole and in order, each once. A row
-// that fits in the accumulator registers (kBagBlock vectors) is summed there, so no sum waits
-// on a store and reload from row to row; a wider row is added into `pooled` (in L1) row after
-// row, which keeps each row's read sequential (summing a block of columns over all the rows
-// first would read every row in strided pieces).
+// A bag pooled and stored: every element 0 + row 0 + row 1 + ... in row order, then / n for a
+// mean, as the reference, converted to the output dtype and stored once. Rows are read whole and
+// in order, each once, sums start from zero in registers and the result is stored where it goes:
+// a row of at most kBagBlock vectors is summed in registers (a count fixed at compile time, so
+// they stay there); a wider one by the BagStream's plan (roofline_kernels.hpp). The library's
+// kernel pools bags these ways too (runtime/kernels/bag_body.inl), so the two differ in where
+// the rows are, not in the work per row: a roofline that added each row to zeroed sums and copied
+// them out (as this one did) ran below the kernel itself, 0.6-0.7x of it (f32 dims 64 and 768,
+// bags of 8, a 32 MiB-L3 Zen 5). Measured there (1 thread, 0.5 s each): f32 768 bags of 8 / 128
+// 9.3 / 10.8 M rows/s a row at a time, 10.3 / 14.7 in groups, 7.7 / 14.2 in column blocks; f16 768
+// bags of 8 16.9 / 15.5 / 9.1; int8 768 bags of 8 23.9 / 15.3 / 14.5, of 128 27.0 / 18.7 / 23.5.
 constexpr std::uint64_t kBagBlock = Traits::kWidth == 16 ? 16 : 8;  // of the 32 / 16 vector registers
+constexpr std::uint64_t kBagGroup = 8;
 
-template <DType TD>
-inline void pool_bag(const std::byte* first, const RowStream& r, std::uint64_t count, bool mean, float* pooled) {
+// Vectors [j / W, j / W + kVectors) of a bag's rows summed in registers and stored.
+template <std::uint64_t kVectors, DType TD, OutputDType OD>
+inline void pool_in_registers(const std::byte* first, const RowStream& r, std::uint64_t count, bool mean,
+                              std::uint64_t j, std::byte* out) {
   using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  V acc[kVectors];
+  for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = V(0.0f);
+  for (std::uint64_t k = 0; k < count; ++k) {
+    const std::byte* row = first + k * r.stride;
+    float s, b;
+    quantization<TD>(row, r.params_offset, s, b);
+    const V vs(s), vb(b);
+    for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = acc[v] + load<TD>(row, j + v * W, vs, vb);
+  }
+  const V n(static_cast<float>(count));
+  for (std::uint64_t v = 0; v < kVectors; ++v) store<OD>(out, j + v * W, mean ? acc[v] / n : acc[v], false);
+}
+
+template <DType TD, OutputDType OD, std::size_t... kMinusOne>
+inline void pool_in_registers_of(std::uint64_t vectors, const std::byte* first, const RowStream& r, std::uint64_t count,
+                                 bool mean, std::uint64_t j, std::byte* out, std::index_sequence<kMinusOne...>) {
+  (void)((vectors == kMinusOne + 1 ? (pool_in_registers<kMinusOne + 1, TD, OD>(first, r, count, mean, j, out), true)
+                                   : false) ||
+         ...);
+}
+
+// Rows [k, k + kRows) of a wide bag added to `sums`, vectors [0, vectors).
+template <std::uint64_t kRows, DType TD, OutputDType OD>
+inline void add_group(const std::byte* first, const RowStream& r, std::uint64_t k, std::uint64_t count, bool mean,
+                      std::uint64_t vectors, float* sums, std::byte* out) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  const std::byte* rows[kRows];
+  V vs[kRows], vb[kRows];
+  for (std::uint64_t g = 0; g < kRows; ++g) {
+    rows[g] = first + (k + g) * r.stride;
+    float s, b;
+    quantization<TD>(rows[g], r.params_offset, s, b);
+    vs[g] = V(s);
+    vb[g] = V(b);
+  }
+  auto* bytes = reinterpret_cast<std::byte*>(sums);
+  const bool firsts = k == 0, lasts = k + kRows == count;
+  const V n(static_cast<float>(count));
+  for (std::uint64_t v = 0; v < vectors; ++v) {
+    V acc = firsts ? V(0.0f) : Traits::load_f32(bytes + 4 * v * W);
+    for (std::uint64_t g = 0; g < kRows; ++g) acc = acc + load<TD>(rows[g], v * W, vs[g], vb[g]);
+    if (lasts) {
+      store<OD>(out, v * W, mean ? acc / n : acc, false);
+    } else {
+      Traits::store_f32(bytes + 4 * v * W, acc, false);
+    }
+  }
+}
+
+// Bag of `count` rows from `first` into the output row `out`; `sums` holds dim floats.
+template <DType TD, OutputDType OD>
+inline void pool_bag(const std::byte* first, const RowStream& r, std::uint64_t count, bool mean, BagPlan plan,
+                     float* sums, std::byte* out) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t body_end = r.dim / W * W;
   const std::uint64_t vectors = body_end / W;
-  auto* bytes = reinterpret_cast<std::byte*>(pooled);
-  const V n(static_cast<float>(count));
+  constexpr auto kBlocks = std::make_index_sequence<kBagBlock>();
   if (vectors <= kBagBlock) {
-    V acc[kBagBlock];
-    for (std::uint64_t v = 0; v < kBagBlock; ++v) acc[v] = V(0.0f);
-    for (std::uint64_t k = 0; k < count; ++k) {
-      const std::byte* row = first + k * r.stride;
-      float s, b;
-      quantization<TD>(row, r.params_offset, s, b);
-      const V vs(s), vb(b);
-      for (std::uint64_t v = 0; v < kBagBlock; ++v) {
-        if (v < vectors) acc[v] = acc[v] + load<TD>(row, v * W, vs, vb);
-      }
+    pool_in_registers_of<TD, OD>(vectors, first, r, count, mean, 0, out, kBlocks);
+  } else if (plan == BagPlan::kColumnBlocks) {
+    std::uint64_t v = 0;
+    for (; v + kBagBlock <= vectors; v += kBagBlock) {
+      pool_in_registers<kBagBlock, TD, OD>(first, r, count, mean, v * W, out);
     }
-    for (std::uint64_t v = 0; v < vectors; ++v) Traits::store_f32(bytes + 4 * v * W, mean ? acc[v] / n : acc[v], false);
+    if (v < vectors) pool_in_registers_of<TD, OD>(vectors - v, first, r, count, mean, v * W, out, kBlocks);
   } else {
-    for (std::uint64_t j = 0; j < body_end; j += W) Traits::store_f32(bytes + 4 * j, V(0.0f), false);
-    for (std::uint64_t k = 0; k < count; ++k) {
-      const std::byte* row = first + k * r.stride;
-      float s, b;
-      quantization<TD>(row, r.params_offset, s, b);
-      const V vs(s), vb(b);
-      for (std::uint64_t j = 0; j < body_end; j += W) {
-        Traits::store_f32(bytes + 4 * j, Traits::load_f32(bytes + 4 * j) + load<TD>(row, j, vs, vb), false);
+    std::uint64_t k = 0;
+    if (plan == BagPlan::kRowGroups) {
+      for (; k + kBagGroup <= count; k += kBagGroup) {
+        add_group<kBagGroup, TD, OD>(first, r, k, count, mean, vectors, sums, out);
       }
     }
-    if (mean) {
-      for (std::uint64_t j = 0; j < body_end; j += W) Traits::store_f32(bytes + 4 * j, Traits::load_f32(bytes + 4 * j) / n, false);
-    }
+    for (; k < count; ++k) add_group<1, TD, OD>(first, r, k, count, mean, vectors, sums, out);
   }
   for (std::uint64_t j = body_end; j < r.dim; ++j) {
     float acc = 0.0f;
@@ -163,7 +214,7 @@ inline void pool_bag(const std::byte* first, const RowStream& r, std::uint64_t c
       quantization<TD>(row, r.params_offset, s, b);
       acc = acc + load_one<TD>(row, j, s, b);
     }
-    pooled[j] = mean ? acc / static_cast<float>(count) : acc;
+    store_one<OD>(out, j, mean ? acc / static_cast<float>(count) : acc);
   }
 }
 
@@ -172,9 +223,16 @@ void bag_rows(const BagStream& a, std::uint64_t begin, std::uint64_t end) {
   const RowStream& r = a.rows;
   const std::uint64_t out_row = r.dim * out_size(OD);
   const bool stream = r.stream && Traits::kCanStream && reinterpret_cast<std::uintptr_t>(r.out) % out_size(OD) == 0;
+  auto* scratch = reinterpret_cast<std::byte*>(a.scratch);
   for (std::uint64_t b = begin; b < end; ++b) {
-    pool_bag<TD>(r.table + b * a.bag * r.stride, r, a.bag, a.mean, a.scratch);
-    convert_row<DType::kF32, OD>(reinterpret_cast<const std::byte*>(a.scratch), r.out + b * out_row, r.dim, 0, stream);
+    const std::byte* first = r.table + b * a.bag * r.stride;
+    std::byte* out = r.out + b * out_row;
+    if (stream) {  // pooled into the scratch row, then streamed out from the first aligned vector (convert_row)
+      pool_bag<TD, OutputDType::kF32>(first, r, a.bag, a.mean, a.plan, a.scratch, scratch);
+      convert_row<DType::kF32, OD>(scratch, out, r.dim, 0, true);
+    } else {
+      pool_bag<TD, OD>(first, r, a.bag, a.mean, a.plan, a.scratch, out);
+    }
   }
   if (stream) Traits::fence();
 }

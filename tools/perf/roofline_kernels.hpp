@@ -29,10 +29,23 @@ using StreamRows = void (*)(const RowStream& args, std::uint64_t begin, std::uin
 // [b * bag, (b + 1) * bag) converted and summed in f32 registers (then / bag for a mean),
 // converted to the output dtype: the bytes a bag of `bag` ids moves (its rows in, one pooled row
 // out), without the gather. `scratch` holds `dim` floats for the calling thread.
+// How a bag of rows wider than the accumulator registers is pooled (narrower rows are summed in
+// registers whatever the plan): no plan is the fastest for every dtype, width and bag size, so the
+// roofline measures each and keeps the fastest (bench --roofline --bag).
+//  kRowAtATime:   each row added in turn to the bag's sums in L1
+//  kRowGroups:    8 rows at a time side by side, each sum loaded and stored once per group
+//  kColumnBlocks: a block of columns summed over all the rows in registers, then the next block
+enum class BagPlan { kRowAtATime, kRowGroups, kColumnBlocks };
+inline constexpr BagPlan kBagPlans[] = {BagPlan::kRowAtATime, BagPlan::kRowGroups, BagPlan::kColumnBlocks};
+inline constexpr const char* bag_plan_name(BagPlan p) {
+  return p == BagPlan::kRowAtATime ? "row at a time" : p == BagPlan::kRowGroups ? "row groups" : "column blocks";
+}
+
 struct BagStream {
   RowStream rows;
   std::uint64_t bag = 1;
   bool mean = false;
+  BagPlan plan = BagPlan::kRowAtATime;
   float* scratch = nullptr;
 };
 using BagRows = void (*)(const BagStream& args, std::uint64_t begin, std::uint64_t end);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <utility>
 
 #include "embedrt/half.hpp"
 #include "roofline_kernels.hpp"

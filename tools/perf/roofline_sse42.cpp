@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <utility>
 
 #include "embedrt/half.hpp"
 #include "roofline_kernels.hpp"
