@@ -1106,7 +1106,7 @@ def main():
             "id_sets_rule": {"min": ID_SETS_MIN, "touch_vs_llc": ID_SETS_TOUCH, "coverage": ID_SETS_COVERAGE,
                              "max_id_bytes": ID_SETS_MAX_BYTES, "dram_touched_vs_llc": DRAM_TOUCHED},
             "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "roofline_statistic": "best"}
+            "roofline_statistic": "best", "bag_roofline": "fastest of its plans"}
     if not args.smoke:
         meta.update(torch=torch.__version__, onnxruntime=ort.__version__, torch_capability=torch.backends.cpu.get_cpu_capability())
     result = {"meta": meta, "cases": [], "decode": {}, "residency": {}}
@@ -1418,7 +1418,10 @@ def markdown(result):
         best = m.get("roofline_statistic") == "best"
         lines += ["Roofline: the case's table rows streamed in order into its output dtype (same ISA, threads and "
                   f"bytes), over a table 4x the LLC{'; the best of its samples (a limit: interference only lowers it)' if best else ''}. "
-                  f"Regime: {rule}; mixed otherwise.", ""]
+                  + ("A bag's roofline pools the bag's rows as the kernel does, by the fastest of three plans for rows "
+                     "wider than the registers (embedrt bench --roofline --bag). "
+                     if m.get("bag_roofline") and any(c.get("bag", 1) > 1 for c in result["cases"]) else "")
+                  + f"Regime: {rule}; mixed otherwise.", ""]
         if per_case:
             lines += ["| case | threads | table / LLC | id sets | rows touched / LLC | output / LLC | regime | embedrt tokens/s | roofline | % of roofline |",
                       "|---|---|---|---|---|---|---|---|---|---|"]
