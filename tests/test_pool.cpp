@@ -135,10 +135,12 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
   int model_index = 0;
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
     // 32 and 128: whole vectors that fit the registers on every vector ISA (SSE 8, AVX2 4 and 16,
-    // AVX-512 2 and 8), the plain path's loop over bags; 256: AVX-512's 16 registers of float rows,
-    // and groups of quantized rows (kRegisterVectors in bag_body.inl); 256 and 300: quantized rows
-    // pooled from L1 copies of 16 ids at a time (RowStage), which the ragged set's bag of 14 and
-    // the uniform set's bags of 8 cross.
+    // AVX-512 2 and 8), the plain path's loop over bags; 256: AVX-512's 16 registers, the row ahead
+    // prefetched line by line (kRegisterVectors, interleaves_prefetch in bag_body.inl); 32 with
+    // AVX2, 32, 128 and 256 with AVX-512: the same in the chunk path (normalized, weighted, 16-bit
+    // outputs); 300 and 769: block passes (AVX2 16-bit and quantized 300, AVX-512 16-bit and int8
+    // both); 300: AVX-512 int4 rows pooled from L1 copies of 16 ids at a time (RowStage), which
+    // the ragged set's bag of 14 and the uniform set's bags of 8 cross.
     for (std::uint64_t dim : {1, 7, 17, 32, 128, 256, 300, 769, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,

@@ -3,15 +3,17 @@
 // helpers, and is compiled once per ISA like the rest of the kernel.
 //
 // For every bag, the output is made in chunks of up to kChunkFloats values. A chunk of at most
-// kRegisterVectors vectors (with AVX-512, float rows of dim <= 256, quantized ones of dim <= 128)
-// is pooled in registers in one pass over the bag's rows. A wider one is pooled into the chunk's
+// kRegisterVectors vectors (with AVX-512, rows of dim <= 256) is pooled in registers in one pass
+// over the bag's rows, prefetching the row ahead line by line when it is wider than a line
+// (interleaves_prefetch). A wider one is pooled into the chunk's
 // f32 values (the output row itself when it is f32, else a buffer in L1) one row, or a group of 4
 // or 8 rows side by side, per pass over them (pool_rows), so each row is read once, in order, where
 // the L2's stream prefetcher can follow it (pooling a block of registers over all the rows, then
 // the next block, read every row once per block, each time 512 bytes from a different place);
-// except that with 16 registers (AVX2, SSE4.2), 16-bit and quantized rows of at most 512 bytes
-// are pooled a block of registers at a time, a pass over the rows per block, each pass
-// prefetching its own columns of the rows ahead (pool_block_passes).
+// except that 16-bit and quantized rows of at most 512 bytes with 16 registers (AVX2, SSE4.2),
+// and 16-bit and int8 rows of at most kChunkFloats values with AVX-512, are pooled a block of
+// registers at a time, a pass over the rows per block, each pass prefetching its own columns of
+// the rows ahead (pool_block_passes).
 // Quantized rows of at most 5 lines are copied into L1 first, 16 ids at a time (RowStage, in
 // kernel_body.inl).
 // Either way each element takes the rows in the order of the ids, so it sees exactly the
@@ -27,14 +29,15 @@
 // the chunks again (their rows are in cache) for a 16-bit one.
 
 // How many vectors of a chunk pool_block holds in registers: 8 of the 16 AVX2/SSE registers; with
-// AVX-512's 32, 16 for float rows (a dim-256 row in one pass, as FBGEMM's JIT kernels hold it) but 8
-// for quantized ones, which pool faster in groups of rows (pool_rows). Measured (bench/ab.py, 1
-// thread, 5 rounds, 16 in registers / pool_rows, tables 3.9x the LLC): f16 256 bags of 32 1.25x,
-// f32 256 bags of 8 1.10x; cached 1.19x and 1.07x. Quantized rows in registers lost (3 rounds,
-// cached): int8 256 0.88x, int4 256 0.96x.
+// AVX-512's 32, 16 (a dim-256 row in one pass, as FBGEMM's JIT kernels hold it). Measured (bench/
+// ab.py, 1 thread, 5 rounds, 16 in registers / pool_rows, tables 3.9x the LLC; a 480 MiB-LLC
+// Intel AVX-512 machine): f16 256 bags of 32 1.25x, f32 256 bags of 8 1.10x; cached 1.19x and
+// 1.07x. Quantized rows in registers lost there (3 rounds, cached, prefetching as pool_rows did):
+// int8 256 0.88x, int4 256 0.96x; on a 32 MiB-L3 AMD Zen 5 (AVX-512 BF16, 5 rounds, with the row
+// ahead prefetched line by line) they won: int8 256 bags of 8 / 32 2.22x / 2.27x, int8 128 1.33x,
+// int4 256 1.86x, against pool_rows and its staged rows.
 template <DType TD>
-constexpr std::uint64_t kRegisterVectors =
-    Traits::kWidth == 1 ? 16 : Traits::kWidth == 16 && !kRowwiseQuantized<TD> ? 16 : 8;
+constexpr std::uint64_t kRegisterVectors = Traits::kWidth == 1 || Traits::kWidth == 16 ? 16 : 8;
 constexpr std::uint64_t kChunkFloats = 1024;  // 4 KiB of L1; a multiple of 16 (the norm's lanes) and of every block
 static_assert(kChunkFloats % kNormLanes == 0 &&
               kChunkFloats % (kRegisterVectors<DType::kF32> * Traits::kWidth) == 0);  // the most of any dtype
@@ -51,6 +54,7 @@ struct RowPrefetch {
   std::uint64_t bytes = 0;     // of each row, from its start (prefetch_plan)
   std::uint64_t ids_end = 0;   // the first id past the range
   bool block_passes = false;   // the rows are pooled in block passes, each prefetching its own columns
+  bool interleaved = false;    // a row fits the registers: pool_block prefetches the row ahead line by line
 };
 
 // How a bag's ids become rows and how the rows combine, fixed for the whole call: the gather's
@@ -115,15 +119,26 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
 // 0.89x [0.87-0.98] once and 1.01x once, and its pool_block is byte-identical: single runs move
 // that much). With a run-time knob: whole rows 8 or 16 ahead at the top of the loop 0.88-1.09x,
 // interleaved 12 ahead 1.06-1.21x, 16 ahead 1.11-1.18x (kept: the higher low end, and FBGEMM's
-// distance). Not measured with AVX-512 or SSE4.2, nor on rows of 3 lines (f32 dim 48).
-constexpr std::uint64_t kInterleavedRowBytes = 4 * 64;
+// distance). Not measured with SSE4.2, nor on rows of 3 lines (f32 dim 48).
+// With AVX-512, rows of up to 16 lines fit the registers, and on a 32 MiB-L3 Zen 5 (AVX-512 BF16,
+// 5 rounds, against the first 2 lines 12 rows ahead, bag_prefetch_plan) they pool far faster so:
+// f16 256 bags of 8 / 32 1.73x / 1.74x, f32 256 1.51x / 1.34x, f32 128 bags of 8 1.16x. (An older
+// kernel prefetching every line of the row ahead, from pool_rows, lost f16 256 0.81-0.89x on the
+// 480 MiB-LLC Intel machine: kernel_body.inl; this one was not measured there.) Quantized rows
+// take it too, their scale and bias with the last line: see kRegisterVectors. So does a request
+// that does not pool straight into registers (normalized, weighted, 16-bit output, rows with a
+// tail) when its rows fit them, on its first pass over a bag (pool_chunk): against the plans
+// above, f16 256 mean + normalize bags of 8 / 32 2.88x / 2.83x, f16 256 -> bf16 2.80x, f32 64 mean
+// + normalize 1.96-2.31x; with AVX2 (forced, same machine) f32 64 1.87x, f16 64 1.29x.
+constexpr std::uint64_t kInterleavedRowBytes = 16 * 64;
 constexpr std::uint64_t kInterleavedDistance = 16;
 
-// Asked at compile time by pool_bags_in_registers (a float row of kVectors vectors is
-// table_bytes(kVectors * W)) and at run time by pool_bags_on for the range's plan: the same rule.
+// Asked at compile time by pool_bags_in_registers (a row of kVectors vectors is table_bytes(kVectors
+// * W) without a quantized row's scale and bias) and at run time by pool_bags_on for the range's
+// plan: the same rule.
 template <DType TD>
 constexpr bool interleaves_prefetch(std::uint64_t table_row_bytes) {
-  return !kRowwiseQuantized<TD> && table_row_bytes > 64 && table_row_bytes <= kInterleavedRowBytes;
+  return table_row_bytes > 64 && table_row_bytes <= kInterleavedRowBytes;
 }
 
 // Its plan, for the range's first rows: whole rows, kInterleavedDistance ids ahead.
@@ -240,6 +255,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
         acc[v] = weighted ? Traits::fma(w, x, acc[v]) : acc[v] + x;
       }
     }
+    if constexpr (kInterleaved && kRowwiseQuantized<TD>) Traits::prefetch(ahead_row + a.params_offset);
   }
   const std::uint64_t n = bag.last - bag.first;
   const bool mean = a.mode == PoolingMode::kMean && n > 0;
@@ -257,10 +273,12 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
 }
 
 // pool_block for a run-time count of 1 to kRegisterVectors<TD> vectors.
-template <DType TD, IdPath P, std::size_t... kMinusOne>
+template <bool kInterleaved = false, DType TD, IdPath P, std::size_t... kMinusOne>
 inline void pool_block_of(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass,
                           std::index_sequence<kMinusOne...>) {
-  (void)((vectors == kMinusOne + 1 ? (pool_block<kMinusOne + 1>(bag, j, out, first_pass), true) : false) || ...);
+  (void)((vectors == kMinusOne + 1 ? (pool_block<kMinusOne + 1, TD, P, kInterleaved>(bag, j, out, first_pass), true)
+                                   : false) ||
+         ...);
 }
 
 // The same for `vectors` whole vectors from `j` (more than a block), accumulated in
@@ -413,21 +431,29 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 // int8 256 1.29x, 1.28x, 1.31x (A bimodal: IQRs up to 0.70-1.40); int8 128 1.22x; int4 256 1.41x,
 // 1.14x; SSE4.2 f16 256 2.26x, int8 256 1.26x. Wider rows lost: f16 512 0.76x, f16 768 0.83x
 // (bags of 8 1.06x), int8 768 0.76x; f32 rows too (f32 256 0.8x, f32 768 0.6x in a 3-round sweep),
-// so they keep pool_rows. 8, 12 and 16 ids ahead were within the noise of each other. With
-// AVX-512's 32 registers these rows go as before: not measured on a machine that has it.
+// so they keep pool_rows. 8, 12 and 16 ids ahead were within the noise of each other.
+// With AVX-512, 16-bit and int8 rows wider than the registers, up to a chunk (kChunkFloats values),
+// go in blocks of 16 vectors. Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16, 1 thread, tables 3.9x
+// the LLC, 5 rounds, against pool_rows): f16 768 bags of 8 / 32 1.16x / 1.22x, mean + normalize
+// 1.25x; int8 768 1.60x / 1.10x; f16 512 1.33x. f32 and int4 rows lost and keep pool_rows: f32 768
+// 0.69x, int4 768 0.94x. 16 ids ahead against 12: 0.97-1.09x. bf16 (decoded as f16 is, by a
+// shift) and rows of 769-1024 values were not measured.
 // Blocks of 12 vectors (12 of the 16 registers hold sums; the last block what is left) against
 // blocks of 8 (5 rounds): f16 256 bags of 8, 32, 128 1.01x, 1.34x, 1.39x; int8 256 1.19x, 1.05x,
 // 1.15x; f16 128 1.06x; mean + normalize 1.11x; but int4 256 0.95x [0.95-0.96] (its decoding holds
-// 2 more registers), which keeps blocks of 8.
+// 2 more registers), which keeps blocks of 8. AVX-512 takes blocks of 16 (half its registers; not
+// measured against 12).
 constexpr std::uint64_t kBlockPassRowBytes = 8 * 64;
 constexpr std::uint64_t kBlockPassDistance = 12;
 template <DType TD>
-constexpr std::uint64_t kBlockPassVectors = TD == DType::kInt4Rowwise ? 8 : 12;
-// Such a row is one chunk (int4 holds 2 codes a byte), so only the first chunk's pass prefetches.
+constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? 16 : TD == DType::kInt4Rowwise ? 8 : 12;
+// Such a row is one chunk (int4 holds 2 codes a byte; AVX-512 asks for at most kChunkFloats values),
+// so only the first chunk's pass prefetches.
 static_assert(2 * kBlockPassRowBytes <= kChunkFloats);
 
 template <DType TD>
-constexpr bool kPoolsInBlockPasses = (Traits::kWidth == 4 || Traits::kWidth == 8) && TD != DType::kF32;
+constexpr bool kPoolsInBlockPasses = ((Traits::kWidth == 4 || Traits::kWidth == 8) && TD != DType::kF32) ||
+                                      (Traits::kWidth == 16 && TD != DType::kF32 && TD != DType::kInt4Rowwise);
 
 // The block passes' prefetch plan, for the range's first rows: the first block's lines.
 template <DType TD>
@@ -459,6 +485,8 @@ inline void pool_chunk(const Bag<TD, P>& bag, std::uint64_t c, std::uint64_t cou
     } else {
       pool_rows(bag, c, whole / W, chunk, first_pass);
     }
+  } else if (whole > 0 && first_pass && bag.ahead.interleaved) {  // the whole row (c == 0), read the first time
+    pool_block_of<true>(bag, c, whole / W, chunk, first_pass, std::make_index_sequence<kRegisterVectors<TD>>());
   } else if (whole > 0) {
     pool_block_of(bag, c, whole / W, chunk, first_pass, std::make_index_sequence<kRegisterVectors<TD>>());
   }
@@ -518,8 +546,10 @@ inline std::uint64_t first_id_of(const PoolArgs& a, std::uint64_t b) noexcept {
 // is zeroing and storing its accumulators, as in FBGEMM's loop. Going through the chunk loop and
 // the dispatch on the vector count for every bag cost dim-64 bags of 8 ids 7-8% (f16, int8) and
 // bags of 2 7-16% of their time (see the commit).
+// Flattened: with pool_block instantiated for the chunk path too, GCC called it out of line here,
+// a call per bag and the Bag in memory (f32 256 bags of 8 0.77x).
 template <std::uint64_t kVectors, DType TD, IdPath P>
-void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead) {
+__attribute__((flatten)) void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead) {
   constexpr bool kInterleaved = interleaves_prefetch<TD>(table_bytes<TD>(kVectors * Traits::kWidth));
   float* out = static_cast<float*>(a.out);
   for (std::uint64_t b = begin; b < end; ++b) {
@@ -544,17 +574,19 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t table_row_bytes = a.row_bytes;  // computed by the caller, as the gather's
   // Decided once for the call: such rows are one chunk of more than kRegisterVectors vectors.
   const bool block_passes =
-      kPoolsInBlockPasses<TD> && table_row_bytes <= kBlockPassRowBytes && dim / W > kRegisterVectors<TD>;
+      kPoolsInBlockPasses<TD> && (W == 16 ? dim <= kChunkFloats : table_row_bytes <= kBlockPassRowBytes) &&
+      dim / W > kRegisterVectors<TD>;
   // A plain request into an f32 output without normalization, of rows of whole vectors that fit in
   // the registers, goes to pool_bags_in_registers.
   constexpr bool kPoolInPlace = OD == OutputDType::kF32;
   const bool in_registers = kPoolInPlace && P != IdPath::kGeneral && !a.normalize && dim % W == 0 &&
                             dim / W <= kRegisterVectors<TD>;
-  const bool interleaved = in_registers && interleaves_prefetch<TD>(table_row_bytes);
+  // (in_registers rows are such rows: pool_bags_in_registers asks the same at compile time)
+  const bool interleaved = dim / W <= kRegisterVectors<TD> && interleaves_prefetch<TD>(table_bytes<TD>(dim / W * W));
   const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes)
                             : block_passes ? block_pass_plan<TD>()
                                            : bag_prefetch_plan<TD>(table_row_bytes);
-  const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), block_passes};
+  const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), block_passes, interleaved};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
   // `ahead.distance` ids ahead of it).
   const std::uint64_t range_first = first_id_of(a, begin);

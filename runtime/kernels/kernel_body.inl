@@ -399,8 +399,9 @@ __attribute__((always_inline)) inline void prefetch_row(const std::byte* row, st
 
 // Quantized rows of at most 5 lines (int8 dims up to 312, int4 up to 632) are copied into L1,
 // kStagedRows consecutive ids at a time, and used from there: by the gather, and by the bags where
-// pool_rows pools them (AVX-512, more than kRegisterVectors vectors: from dim 144; across bag
-// boundaries; AVX2 and SSE4.2 pool such bags in block passes instead, see bag_body.inl). Used
+// pool_rows pools them (AVX-512, int4 rows of more than kRegisterVectors vectors: dims 272-632;
+// across bag boundaries; AVX2 and SSE4.2 pool such bags in block passes instead, and AVX-512 int8
+// rows too, see bag_body.inl; this paragraph's AVX-512 bags were measured before that). Used
 // straight from a table 4x the LLC, int8 dim-256 rows were pooled at 9-10 M rows/s (1 thread),
 // where a loop that only reads the same rows' lines reaches 21-22 M and pooling from L2 75 M:
 // dequantizing (5 operations per vector on AVX-512's 2 vector ports) keeps few rows in the core's
