@@ -138,10 +138,11 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
     // AVX-512 2 and 8), the plain path's loop over bags; 256: AVX-512's 16 registers, the row ahead
     // prefetched line by line (kRegisterVectors, interleaves_prefetch in bag_body.inl); 32 with
     // AVX2, 32, 128 and 256 with AVX-512: the same in the chunk path (normalized, weighted, 16-bit
-    // outputs); 300 and 769: block passes (AVX2 16-bit and quantized 300, AVX-512 16-bit and int8
+    // outputs); 64: AVX2's quantized rows of two lines in registers (codes, then scale and bias);
+    // 300 and 769: block passes (AVX2 16-bit and quantized 300, AVX-512 16-bit and int8
     // both); 300: AVX-512 int4 rows pooled from L1 copies of 16 ids at a time (RowStage), which
     // the ragged set's bag of 14 and the uniform set's bags of 8 cross.
-    for (std::uint64_t dim : {1, 7, 17, 32, 128, 256, 300, 769, 2100}) {
+    for (std::uint64_t dim : {1, 7, 17, 32, 64, 128, 256, 300, 769, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,
                        .token_scale = dim == 7 ? 2.5 : 1.0};
