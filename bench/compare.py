@@ -936,7 +936,8 @@ def bags_group(threads_list, table):
     """Equal bags of 8, 32 and 128 ids (8192 ids a call) from tables 4x the LLC, dims 64, 256, 768,
     f32 / f16 / int8 tables, f32 output: embedrt's pool (sum; mean + normalize for model2vec's
     rule), torch's F.embedding_bag (sum, mean; f16), FBGEMM's int8 rowwise bag, model2vec's numpy
-    pooling, and the bag roofline (every row read in order, one pooled row written per bag); embedrt
+    pooling, and the bag roofline (every row read in order and pooled as the kernel pools, one pooled
+    row written per bag); embedrt
     also into one output buffer, for the peers that allocate theirs (ALLOCATING_PEERS)."""
     B, L = (BAG_SEQUENCES, BAG_SEQUENCE_IDS) if not args.smoke else (2, 64)
     shapes = {s for s in bag_shapes() if s[1:] == table}

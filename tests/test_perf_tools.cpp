@@ -133,7 +133,7 @@ TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool p
                 for (bool stream : {false, true}) {
                   CAPTURE(perf::bag_plan_name(plan));
                   CAPTURE(stream);
-                  // 64-byte aligned, as a streaming store needs (the kernel checks the element alignment only)
+                  // 64-byte aligned, as the Embedder's outputs are (convert_row aligns a stream's head anyway)
                   std::vector<std::byte> got(expected.size() + 64);
                   std::byte* aligned = got.data() + (64 - reinterpret_cast<std::uintptr_t>(got.data()) % 64) % 64;
                   std::vector<float> scratch(dim);

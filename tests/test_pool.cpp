@@ -134,15 +134,19 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
   std::mt19937 rng(3);
   int model_index = 0;
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
-    // 32 and 128: whole vectors that fit the registers on every vector ISA (SSE 8, AVX2 4 and 16,
-    // AVX-512 2 and 8), the plain path's loop over bags; 256: AVX-512's 16 registers, the row ahead
-    // prefetched line by line (kRegisterVectors, interleaves_prefetch in bag_body.inl); 32 with
-    // AVX2, 32, 128 and 256 with AVX-512: the same in the chunk path (normalized, weighted, 16-bit
-    // outputs); 64: AVX2's quantized rows of two lines in registers (codes, then scale and bias);
-    // 300 and 769: block passes (AVX2 16-bit and quantized 300, AVX-512 16-bit and int8
-    // both); 300: AVX-512 int4 rows pooled from L1 copies of 16 ids at a time (RowStage), which
-    // the ragged set's bag of 14 and the uniform set's bags of 8 cross.
-    for (std::uint64_t dim : {1, 7, 17, 32, 64, 128, 256, 300, 769, 2100}) {
+    // Which path each dim takes (bag_body.inl; SSE4.2 and AVX2 hold 8 vectors of 4 or 8 values,
+    // AVX-512 16 of 16):
+    //  - 32 (every vector ISA), 64 (AVX2), 128, 208 and 256 (AVX-512): rows of whole vectors pooled
+    //    in registers, the plain path's loop over bags; rows of more than a line prefetch the row
+    //    ahead line by line (interleaves_prefetch), int8 64 with its scale and bias in line two;
+    //  - those rows, and 65 (AVX2, AVX-512) and 200 (AVX-512), rows with a tail, in the chunk path
+    //    (normalized, weighted, 16-bit outputs), the same prefetch on the first pass;
+    //  - 128 and 256 (AVX2 16-bit and quantized), 300 (AVX2 quantized, AVX-512 16-bit and int8) and
+    //    769 (AVX-512 16-bit and int8): block passes;
+    //  - 300 with AVX-512 int4: rows pooled from L1 copies of 16 ids at a time (RowStage), which the
+    //    ragged set's bag of 14 and the uniform set's bags of 8 cross;
+    //  - the rest (f32 rows wider than the registers, 2100): pool_rows.
+    for (std::uint64_t dim : {1, 7, 17, 32, 64, 65, 128, 200, 208, 256, 300, 769, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,
                        .token_scale = dim == 7 ? 2.5 : 1.0};

@@ -14,8 +14,8 @@
 // and 16-bit and int8 rows of at most kChunkFloats values with AVX-512, are pooled a block of
 // registers at a time, a pass over the rows per block, each pass prefetching its own columns of
 // the rows ahead (pool_block_passes).
-// Quantized rows of at most 5 lines are copied into L1 first, 16 ids at a time (RowStage, in
-// kernel_body.inl).
+// Quantized rows of at most 5 lines that pool_rows pools (AVX-512 int4 dims 272-632; the scalar
+// build) are copied into L1 first, 16 ids at a time (RowStage, in kernel_body.inl).
 // Either way each element takes the rows in the order of the ids, so it sees exactly the
 // reference's sequence of f32 operations:
 //   sum:  acc = acc + x            (x = row * token_scale when token_scale != 1)
@@ -97,17 +97,20 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
   // prefetch_plan's pair, yet bags of int8 64 pooled 0.82x [0.80-0.83] (of 32: 0.83x) as fast with
   // the pair's plan on the Zen 3 (bench/ab.py, 7 rounds, tables in 2 MiB pages); why is not known
   // (no counters in that VM). Rows of 68 bytes keep the pair: int8 dims 57-60, whose scale and bias
-  // straddle the two lines, and int4 dims 121-128 (not measured).
+  // straddle the two lines, and int4 dims 121-128 (not measured). Rows that fit the registers take
+  // the interleaved plan instead (interleaves_prefetch: int8 64 and int4 128 since 50b7e14), so
+  // with AVX2 and AVX-512 this branch is left to int8 rows of 61-63 values and to the scalar build.
   if (kRowwiseQuantized<TD> && table_row_bytes >= kSecondLineParamsBytes && table_row_bytes <= kPairRowBytes) {
     return {kNarrowDistance, 64};
   }
   return prefetch_plan(table_row_bytes, kBagReach);
 }
 
-// Float rows of 2 to 4 lines that a plain request pools in registers straight into an f32 output
-// (pool_bags_in_registers: dims a multiple of the vector width, f32 20-32 with SSE4.2, 24-64 with
-// AVX2, 32-64 with AVX-512; 16-bit 40-64 with AVX2, 48-128 with AVX-512, none with SSE4.2) prefetch
-// the whole row 16 ids ahead, each line after the first load of the same line of this row, as
+// Rows of more than one line that fit the registers (first measured on float rows of 2-4 lines that
+// a plain request pools straight into an f32 output, pool_bags_in_registers: f32 dims 20-32 with
+// SSE4.2, 24-64 with AVX2, 32-64 with AVX-512; 16-bit 40-64 with AVX2, 48-128 with AVX-512; now
+// also int8 64 with AVX2, and with AVX-512 every dtype up to dim 256 and the chunk path: below)
+// prefetch the whole row 16 ids ahead, each line after the first load of the same line of this row, as
 // FBGEMM's EmbeddingSpMDM kernels do. Near the end of the range the id ahead is the range's last (a
 // row already on its way), so the loop has no branch for it (FBGEMM branches to the current row
 // instead). The plans above issue the prefetches at the top of each row's loop, behind a test of
@@ -561,7 +564,8 @@ inline std::uint64_t first_id_of(const PoolArgs& a, std::uint64_t b) noexcept {
 // Flattened: with pool_block instantiated for the chunk path too, GCC called it out of line here,
 // a call per bag and the Bag in memory (f32 256 bags of 8 0.77x).
 template <std::uint64_t kVectors, DType TD, IdPath P>
-__attribute__((flatten)) void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead) {
+__attribute__((flatten)) void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_t end,
+                                                     const RowPrefetch& ahead) {
   constexpr bool kInterleaved = interleaves_prefetch<TD>(table_bytes<TD>(kVectors * Traits::kWidth));
   float* out = static_cast<float*>(a.out);
   for (std::uint64_t b = begin; b < end; ++b) {

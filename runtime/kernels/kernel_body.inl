@@ -206,15 +206,16 @@ class StepOrder {
 //    33-64, int8 57-120, int4 121-248, with their scale and bias), which take both lines: on the
 //    Zen 3 below the pair did not come in time. (Quantized rows already had the line of their scale
 //    and bias, the second one except where it straddles the two: int8 57-60. The bags keep quantized
-//    rows of 72-128 bytes on their first line and their scale's: bag_prefetch_plan.) Measured there
+//    rows of 72-128 bytes on their first line and their scale's, bag_prefetch_plan, unless they fit
+//    the registers: those take the whole row, interleaves_prefetch.) Measured there
 //    (bench/ab.py, 1 thread, 1.1-2.2M-row tables 3.6-5.2x the LLC in 2 MiB pages, 9 interleaved
 //    rounds, against the first line): gather f16 64 -> f32 1.45x [1.09-1.59], bf16 64 + positions
 //    2.0x [1.26-2.66], f32 32 1.23x [1.04-1.37]; bags of 8 f16 64 1.15x [1.08-1.19], of 32 1.02x
 //    [0.93-1.16]; a control case the change did not touch, 1.06x [0.93-1.15]. Rows of 4 lines whole
 //    lost (bags of f32 64: 0.89-0.99x, at 6, 12 or 20 rows ahead, prefetched at the top of each
-//    row). Bags of float rows of 2-4 lines pooled in registers have since taken the whole row 16
-//    ids ahead, a line after each of this row's lines is first loaded (interleaves_prefetch in
-//    bag_body.inl: 1.07-1.24x on the Zen 3).
+//    row). Bags of rows that fit the registers (2-4 lines with AVX2, up to 16 with AVX-512) have
+//    since taken the whole row 16 ids ahead, a line after each of this row's lines is first loaded
+//    (interleaves_prefetch in bag_body.inl: 1.07-1.24x on the Zen 3, up to 2.3x on a Zen 5).
 //  - Wider rows: the whole row up to 16 lines, else its first 8 lines (the L2's streamer follows
 //    the rest once the first loads train it; 48 prefetches per GPT-2 f32 row, 256 per Llama-3 f32
 //    row, filled the miss buffers), about 6 KiB of rows and at most 2 rows ahead: GPT-2 int8 (13
@@ -234,7 +235,8 @@ class StepOrder {
 //    1.02x [0.96-1.38], Gemma-3 bf16 1.02x [0.92-1.26]: nothing clear, for a second loop per path.
 //  - Bags prefetching the row ahead that way instead of whole (as FBGEMM's JIT kernels do), at
 //    this plan's distance or 16 rows: f16 768 0.61-0.80x, f32 768 0.64-0.85x, f16 256 0.81-0.89x.
-//    (Rows of 2-4 lines pooled in registers do it since, measured on a Zen 3: interleaves_prefetch.)
+//    (Rows that fit the registers do it since, measured on a Zen 3 and a Zen 5: interleaves_prefetch;
+//    so do AVX-512's f16 256 rows, 1.73x on the Zen 5; not measured again on the 480 MiB machine.)
 // On a 32 MiB-L3 Zen 3 (AVX2; 1 thread, GPT-2 f32 + positions over a table 4.6x the LLC, 7
 // interleaved rounds), the plan's distance and reach swept from 2 to 8 rows and from 2 lines to
 // the whole row all ran within 0.91-1.00x of this plan (1.13-1.23 M tokens/s): there the limit is

@@ -61,6 +61,7 @@ struct StreamRoofline::Impl {
   std::unique_ptr<Buffer> table;
   std::vector<std::unique_ptr<Buffer>> outputs;
   std::uint64_t next_row = 0, next_out = 0;
+  bool plans_differ = false;
 };
 
 StreamRoofline::StreamRoofline(Isa isa, const StreamCase& c) : impl_(std::make_unique<Impl>()) {
@@ -74,6 +75,7 @@ StreamRoofline::StreamRoofline(Isa isa, const StreamCase& c) : impl_(std::make_u
   m.out_rows = m.c.tokens / m.c.bag;
   m.kernel = roofline_kernels(isa).get_stream(c.table, c.out);
   m.bag_kernel = roofline_kernels(isa).get_bag(c.table, c.out);
+  m.plans_differ = m.c.bag > 1 && c.dim > roofline_kernels(isa).bag_register_values;
   if (m.kernel == nullptr || m.bag_kernel == nullptr) {
     throw std::invalid_argument("StreamRoofline: no roofline for table dtype " + std::string(dtype_name(c.table)));
   }
@@ -145,6 +147,7 @@ void StreamRoofline::call_bags(tbb::task_arena& arena, const RowStream& rows) {
 }
 
 void StreamRoofline::set_bag_plan(BagPlan plan) noexcept { impl_->c.bag_plan = plan; }
+bool StreamRoofline::bag_plans_differ() const noexcept { return impl_->plans_differ; }
 
 std::uint64_t StreamRoofline::table_bytes() const noexcept { return impl_->rows * impl_->c.stride; }
 std::uint64_t StreamRoofline::output_bytes() const noexcept { return impl_->out_rows * impl_->out_row; }

@@ -17,7 +17,6 @@
 
 namespace embedrt::perf {
 
-
 struct StreamCase {
   DType table = DType::kF32;
   OutputDType out = OutputDType::kF32;
@@ -27,7 +26,7 @@ struct StreamCase {
   std::uint64_t out_sets = 1;       // output buffers rotated between calls, as the case's
   std::uint64_t min_table_bytes = 0;  // the table buffer is at least this large (several x LLC)
   bool stream = false;              // non-temporal stores, as the Embedder would choose
-  // Bags: > 1 pools every `bag` consecutive rows into one f32 row written in the output dtype
+  // Bags: > 1 pools every `bag` consecutive rows (summed in f32) into one row of the output dtype
   // (tokens / bag rows out per call; tokens must be a multiple of bag); `mean` divides the sum.
   std::uint64_t bag = 1;
   bool mean = false;
@@ -45,6 +44,7 @@ class StreamRoofline {
   // arena's threads in contiguous ~128 KiB chunks of output (as the Embedder splits a request).
   void call(tbb::task_arena& arena);
   void set_bag_plan(BagPlan plan) noexcept;
+  bool bag_plans_differ() const noexcept;  // bags of rows wider than the registers (bag_register_values)
 
   std::uint64_t table_bytes() const noexcept;   // the table buffer streamed through
   std::uint64_t output_bytes() const noexcept;  // per call

@@ -112,14 +112,16 @@ void stream_rows(const RowStream& a, std::uint64_t begin, std::uint64_t end) {
 }
 
 // A bag pooled and stored: every element 0 + row 0 + row 1 + ... in row order, then / n for a
-// mean, as the reference, converted to the output dtype and stored once. Rows are read whole and
-// in order, each once, sums start from zero in registers and the result is stored where it goes:
+// mean, as the reference, converted to the output dtype and stored once. Rows are read in order,
+// each once (in column blocks, once a block), sums start from zero in registers and the result is
+// stored where it goes:
 // a row of at most kBagBlock vectors is summed in registers (a count fixed at compile time, so
 // they stay there); a wider one by the BagStream's plan (roofline_kernels.hpp). The library's
 // kernel pools bags these ways too (runtime/kernels/bag_body.inl), so the two differ in where
 // the rows are, not in the work per row: a roofline that added each row to zeroed sums and copied
 // them out (as this one did) ran below the kernel itself, 0.6-0.7x of it (f32 dims 64 and 768,
-// bags of 8, a 32 MiB-L3 Zen 5). Measured there (1 thread, 0.5 s each): f32 768 bags of 8 / 128
+// bags of 8, a 32 MiB-L3 Zen 5). Measured there (1 thread, 0.5 s a plan, one run; other runs move
+// these by up to 20%, see 9e88c98): f32 768 bags of 8 / 128
 // 9.3 / 10.8 M rows/s a row at a time, 10.3 / 14.7 in groups, 7.7 / 14.2 in column blocks; f16 768
 // bags of 8 16.9 / 15.5 / 9.1; int8 768 bags of 8 23.9 / 15.3 / 14.5, of 128 27.0 / 18.7 / 23.5.
 constexpr std::uint64_t kBagBlock = Traits::kWidth == 16 ? 16 : 8;  // of the 32 / 16 vector registers
@@ -285,6 +287,6 @@ constexpr std::array<BagRows, 3> bag_for() {
 }  // namespace
 
 const RooflineKernels kRoofline = {EMBEDRT_ROOFLINE_ROWS(stream_for), EMBEDRT_ROOFLINE_ROWS(decode_for),
-                                   EMBEDRT_ROOFLINE_ROWS(bag_for)};
+                                   EMBEDRT_ROOFLINE_ROWS(bag_for), kBagBlock * Traits::kWidth + Traits::kWidth - 1};
 
 #undef EMBEDRT_ROOFLINE_ROWS

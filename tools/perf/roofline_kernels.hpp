@@ -25,10 +25,6 @@ struct RowStream {
 };
 using StreamRows = void (*)(const RowStream& args, std::uint64_t begin, std::uint64_t end);
 
-// Bags [begin, end) of `bag` consecutive table rows each: row b of `out` = the rows
-// [b * bag, (b + 1) * bag) converted and summed in f32 registers (then / bag for a mean),
-// converted to the output dtype: the bytes a bag of `bag` ids moves (its rows in, one pooled row
-// out), without the gather. `scratch` holds `dim` floats for the calling thread.
 // How a bag of rows wider than the accumulator registers is pooled (narrower rows are summed in
 // registers whatever the plan): no plan is the fastest for every dtype, width and bag size, so the
 // roofline measures each and keeps the fastest (bench --roofline --bag).
@@ -41,6 +37,10 @@ inline constexpr const char* bag_plan_name(BagPlan p) {
   return p == BagPlan::kRowAtATime ? "row at a time" : p == BagPlan::kRowGroups ? "row groups" : "column blocks";
 }
 
+// Bags [begin, end) of `bag` consecutive table rows each: row b of `out` = the rows
+// [b * bag, (b + 1) * bag) converted and summed in f32 (then / bag for a mean), converted to the
+// output dtype: the bytes a bag of `bag` ids moves (its rows in, one pooled row out), without the
+// gather. `scratch` holds `dim` floats for the calling thread.
 struct BagStream {
   RowStream rows;
   std::uint64_t bag = 1;
@@ -79,6 +79,9 @@ struct RooflineKernels {
   StreamRows stream[5][3];  // [roofline_dtype_index][OutputDType]
   DecodeLimit decode[5][3];
   BagRows bag[5][3];
+  // The widest bag row (in values) pooled in registers whatever the BagPlan: the plans differ
+  // only for wider rows.
+  std::uint64_t bag_register_values = 0;
   template <typename Fn>
   static Fn pick(const Fn (&table)[5][3], DType dtype, OutputDType out) noexcept {
     const int d = roofline_dtype_index(dtype), o = static_cast<int>(out);
