@@ -219,7 +219,7 @@ struct Bag {
     stage->fill(i, i + kStagedRows < ahead.ids_end ? i + kStagedRows : ahead.ids_end, a.row_bytes,
                 [&](std::uint64_t k) {
                   if (prefetch) prefetch_ahead_of(k);
-                  return this->row(k);
+                  return RowStage::Source{this->row(k), nullptr};
                 });
   }
 };

@@ -193,7 +193,10 @@ class StepOrder {
   std::uint64_t token_ = 0, column_ = 0, sequence_ = 0;
 };
 
-// Which part of an upcoming row is prefetched, and how many rows ahead. What limits a random-row
+// Which part of an upcoming row is prefetched, and how many rows ahead, at the top of each row's loop:
+// the bags' plans, and the gather's for LayerNorm rows and rows copied that are wider than 8 KiB
+// (the gather's other rows prefetch the row ahead line by line since: interleaved_gather_plan below;
+// what this comment says of the gather was measured before that). What limits a random-row
 // gather is how many cache-line misses the core keeps in flight: a software prefetch takes a miss
 // buffer until its line arrives, and when they are all taken the prefetch instruction itself
 // stalls (perf: 40-60% of the kernel's samples on it with the old plan of ~96 lines in flight for
@@ -270,7 +273,8 @@ inline PrefetchPlan prefetch_plan(std::uint64_t table_row_bytes, WideRowReach re
 }
 
 // The gather's plan: rows of more than 5 lines that move at most 1 KiB per token, read and written
-// (f32 -> f32 and 16-bit copies of dim 128 to 256), take their first 2 lines 6 rows ahead. Their
+// (f32 -> f32 and 16-bit copies of dim 128 to 256, before they interleaved; LayerNorm rows of f32
+// dim 128 since), take their first 2 lines 6 rows ahead. Their
 // tokens are quick, so 2 whole rows ahead arrive late (perf: 72% of the samples on the row's first
 // load), and 6 whole rows ahead fill the miss buffers; the L2's streamer brings the rest of each
 // row once its first 2 lines are read. Measured (embedrt bench, 1 thread, 4x the LLC, medians of
@@ -283,6 +287,58 @@ constexpr PrefetchPlan kQuickTokenPlan{6, 2 * 64};
 inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uint64_t out_row_bytes) {
   if (table_row_bytes > kNarrowRowBytes && table_row_bytes + out_row_bytes <= kQuickTokenBytes) return kQuickTokenPlan;
   return prefetch_plan(table_row_bytes, kGatherReach);
+}
+
+// The gather's other rows are prefetched whole, each line of the row ahead as the first load from
+// the same line of the row being embedded is issued (prefetch_line_ahead), about 8 KiB of rows
+// ahead: 16 rows of up to 512 bytes, 8 of 1 KiB, 4 of 2 KiB or more. So are rows computed (converted,
+// added to, scaled), rows copied as they are of up to 8 KiB, and quantized rows staged in L1 (as
+// RowStage::fill copies them); not LayerNorm rows, nor copies of wider rows (gather_prefetch_plan).
+// The bags do the same with rows that fit the registers (interleaves_prefetch, bag_body.inl), as
+// FBGEMM's kernels do. Near the end of the range there is no row ahead (a null pointer, tested with
+// each load). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16; bench/ab.py, 1 thread, cpu clock, one
+// output buffer, tables 3.9x the LLC unless named, 5 interleaved rounds, against the plans above):
+//  - Copied: f32 16 1.11x, 64 1.65x, 128 1.60x, 256 1.24x, 384 1.36x, 768 1.21x; f16 256 1.50x;
+//    bf16 4096 1.17x; f32 64 with outputs rotating through DRAM 1.41x.
+//  - Computed: GPT-2 shape (50257x768 + positions) f32 1.26x, bf16 -> f32 1.87x, f16 -> f32 1.78x,
+//    bf16 -> bf16 3.03x, f32 -> bf16 1.49x; f32 64 + positions 2.05x, f32 16 + positions 1.17x,
+//    f16 64 -> f32 1.17x; Gemma-3 bf16 5376 times its scale 1.13x.
+//  - Staged: GPT-2 int8 1.14x, int4 1.13x; int8 64 1.49x, int8 256 1.85x.
+//  - AVX2 (forced, same machine): f32 64 1.39x, GPT-2 bf16 -> bf16 2.52x, int8 1.22x, int8 256
+//    1.77x; SSE4.2 f32 64 1.48x.
+//  - 2 threads (wall clock): f32 64 1.55x, 256 1.30x, 768 1.14x; GPT-2 f32 1.23x, bf16 -> bf16
+//    3.02x, int8 1.13x; Gemma-3 bf16 times its scale 1.21x.
+//  - Controls: BERT + LayerNorm 0.99x; warm single tokens 1.01-1.02x; f32 4096 copies 0.98x (1
+//    thread), 1.00x (2). Copies of rows of 10-16 KiB (bf16 5376, f32 4096) interleaved had run
+//    0.96-1.03x with 1 thread but 0.89-0.90x with 2: they keep the plan.
+//  - The distance: 16 rows against 8 for copies of 256 bytes 1.24x, 512 bytes 1.03x, 1 KiB 0.95x;
+//    8 rows against 16 for 2-4 KiB 1.05-1.09x, 4 against 8 for 2 KiB 1.04x, 3-4 KiB 1.00-1.02x,
+//    8 KiB 1.05x.
+//  - The row ahead prefetched whole at the top of each row's loop instead: as fast for copies of
+//    up to 512 bytes, but 0.89x for GPT-2 f32 + positions, 0.80x for bf16 -> bf16, and f32 768
+//    copies 0.82x as fast as the plans above. Not staging int8/int4 rows of 6-16 lines from memory
+//    (the interleaved loop reading the table): AVX-512 0.98-1.12x, AVX2 0.61-0.86x, so they stay.
+// Not measured on the Zen 3 or the 480 MiB-LLC Intel machine, where the plans above were tuned.
+constexpr std::uint64_t kInterleavedGatherBytes = 8192;
+constexpr std::uint64_t kInterleavedGatherMinRows = 4, kInterleavedGatherMaxRows = 16;
+
+inline PrefetchPlan interleaved_gather_plan(std::uint64_t table_row_bytes) {
+  const std::uint64_t line_bytes = (table_row_bytes + 63) / 64 * 64;
+  const std::uint64_t rows = kInterleavedGatherBytes / line_bytes;
+  return {rows < kInterleavedGatherMinRows   ? kInterleavedGatherMinRows
+          : rows > kInterleavedGatherMaxRows ? kInterleavedGatherMaxRows
+                                             : rows,
+          line_bytes};
+}
+
+// Called with the table offset of each load of kLoadBytes (at most a line) from a row, in order: the
+// same line of the row `ahead` starts arriving when this load is the first to start in its line (a
+// test the compiler drops when each load is a whole line). The lines no load starts in, before the
+// row's first load or after its last, are the caller's. (A running "next line" cursor instead cost
+// the copies 8-10%: it is a dependency from one load to the next.)
+template <std::uint64_t kLoadBytes>
+__attribute__((always_inline)) inline void prefetch_line_ahead(const std::byte* ahead, std::uint64_t offset) {
+  if (offset % 64 < kLoadBytes) Traits::prefetch(ahead + offset);
 }
 
 // Traits that dequantize 4-bit codes by lookup (AVX-512) say so by having dequantize_u4.
@@ -442,8 +498,13 @@ struct RowStage {
   alignas(64) std::byte rows[kStagedRows * kStagedRowBytes];
   std::uint64_t first = 0, last = 0, slot = 0;
 
+  // What row_of(i) gives fill for id i: its table row, and a row whose lines are prefetched as that
+  // row's are copied, or none (a caller's place to prefetch the rows ahead otherwise).
+  struct Source {
+    const std::byte* row;
+    const std::byte* ahead;
+  };
   const std::byte* row(std::uint64_t i) const noexcept { return rows + (i - first) * slot; }
-  // row_of(i): the table row of id i (a caller's place to prefetch the rows ahead).
   template <typename RowOf>
   __attribute__((always_inline)) void fill(std::uint64_t from, std::uint64_t to, std::uint64_t table_row_bytes,
                                            RowOf row_of) noexcept {
@@ -452,9 +513,16 @@ struct RowStage {
     slot = table_row_bytes <= kNarrowRowBytes ? kNarrowRowBytes : kStagedRowBytes;
     const std::uint64_t line_bytes = (table_row_bytes + 63) / 64 * 64;
     for (std::uint64_t i = from; i < to; ++i) {
-      const std::byte* source = row_of(i);
+      const Source source = row_of(i);
       std::byte* copy = rows + (i - from) * slot;
-      for (std::uint64_t l = 0; l < line_bytes; l += 64) __builtin_memcpy(copy + l, source + l, 64);
+      if (source.ahead != nullptr) {
+        for (std::uint64_t l = 0; l < line_bytes; l += 64) {
+          __builtin_memcpy(copy + l, source.row + l, 64);
+          Traits::prefetch(source.ahead + l);
+        }
+      } else {
+        for (std::uint64_t l = 0; l < line_bytes; l += 64) __builtin_memcpy(copy + l, source.row + l, 64);
+      }
     }
   }
 };
@@ -466,7 +534,8 @@ struct RowStage {
 // once it had a copy per id path, a call per row.
 template <DType TD, OutputDType OD>
 __attribute__((always_inline)) inline void embed_row(const KernelArgs& a, const std::byte* tok, const std::byte* seg,
-                                                     const std::byte* pos, std::byte* out, bool stream) {
+                                                     const std::byte* pos, std::byte* out, bool stream,
+                                                     const std::byte* ahead = nullptr) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
@@ -501,6 +570,7 @@ __attribute__((always_inline)) inline void embed_row(const KernelArgs& a, const 
   const auto body = [&]<bool kOddHead, bool kTokenPlusPosition>() {
     for (std::uint64_t j = head; j < body_end; j += W) {
       V x = load_with_parity<TD, kOddHead>(tok, j, ts, tb);
+      if (ahead != nullptr) prefetch_line_ahead<table_bytes<TD>(W)>(ahead, table_bytes<TD>(j));
       if constexpr (kTokenPlusPosition) {
         x = x + load_with_parity<TD, kOddHead>(pos, j, ps, pb);
       } else {
@@ -527,6 +597,10 @@ __attribute__((always_inline)) inline void embed_row(const KernelArgs& a, const 
     }
   } else {
     body_of_sum.template operator()<false>();
+  }
+  if (ahead != nullptr) {
+    if (body_end < dim) Traits::prefetch(ahead + table_bytes<TD>(body_end));
+    if constexpr (kRowwiseQuantized<TD>) Traits::prefetch(ahead + a.params_offset);
   }
   for (std::uint64_t j = body_end; j < dim; ++j) scalar(j);
 }
@@ -662,8 +736,10 @@ inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std:
 
 // A row of 16-bit values from `in` to `out` as they are: vector loads and stores move bits, they
 // round nothing. Streaming stores need vector-aligned addresses: the values before the first one
-// are copied one by one (`out` is 2-byte aligned whenever the kernel streams).
-__attribute__((always_inline)) inline void copy_row(std::byte* out, const std::byte* in, std::uint64_t bytes, bool stream) {
+// are copied one by one (`out` is 2-byte aligned whenever the kernel streams). `ahead`: a row whose
+// lines are prefetched as this one's are loaded (prefetch_line_ahead), or none.
+__attribute__((always_inline)) inline void copy_row(std::byte* out, const std::byte* in, std::uint64_t bytes, bool stream,
+                                                    const std::byte* ahead) {
   constexpr std::uint64_t kVectorBytes = 4 * Traits::kWidth;
   std::uint64_t k = 0;
   if (stream) {
@@ -671,7 +747,12 @@ __attribute__((always_inline)) inline void copy_row(std::byte* out, const std::b
       store_u16(out + k, load_u16(in + k));
     }
   }
-  for (; k + kVectorBytes <= bytes; k += kVectorBytes) Traits::store_f32(out + k, Traits::load_f32(in + k), stream);
+  for (; k + kVectorBytes <= bytes; k += kVectorBytes) {
+    const auto x = Traits::load_f32(in + k);
+    if (ahead != nullptr) prefetch_line_ahead<kVectorBytes>(ahead, k);
+    Traits::store_f32(out + k, x, stream);
+  }
+  if (ahead != nullptr && k < bytes) Traits::prefetch(ahead + k);
   for (; k < bytes; k += 2) store_u16(out + k, load_u16(in + k));
 }
 
@@ -690,13 +771,20 @@ struct RowPrefetcher {
 // Tokens [begin, end) whose rows leave as they are (see embed_tokens), from `out` on. Its own
 // function, so that GCC gives its few values registers: inside embed_tokens they lived on the
 // stack beside the general loop's.
-template <DType TD, IdPath P>
+// kInterleaved: the row `distance` ahead is prefetched line by line as this one is copied
+// (interleaved_gather_plan), else the plan's part of it at the top of the loop.
+template <bool kInterleaved, DType TD, IdPath P>
 __attribute__((noinline)) void copy_tokens(const RowPrefetcher<TD, P> prefetch, std::uint64_t begin, std::uint64_t end,
                                            std::byte* out, std::uint64_t row_bytes, bool stream) {
   const std::uint64_t distance = prefetch.plan.distance;
   for (std::uint64_t i = begin; i < end; ++i, out += row_bytes) {
-    if (i + distance < end) prefetch(i + distance);
-    copy_row(out, prefetch.rows(i), row_bytes, stream);
+    const std::byte* row = prefetch.rows(i);
+    if constexpr (kInterleaved) {
+      copy_row(out, row, row_bytes, stream, i + distance < end ? prefetch.rows(i + distance) : nullptr);
+    } else {
+      if (i + distance < end) prefetch(i + distance);
+      copy_row(out, row, row_bytes, stream, nullptr);
+    }
   }
   if (stream) Traits::fence();
 }
@@ -719,15 +807,6 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   // aligned to its element size.
   const bool stream = !kNorm && a.nontemporal && Traits::kCanStream &&
                       reinterpret_cast<std::uintptr_t>(out) % out_size(OD) == 0;
-  const RowPrefetcher<TD, P> prefetch{TokenRows<P>{a}, gather_prefetch_plan(table_row_bytes, out_row_bytes),
-                                      table_row_bytes, a.params_offset};
-  const std::uint64_t distance = prefetch.plan.distance;
-  // The range's first rows, before the loop's prefetches `distance` tokens ahead reach them; not the
-  // very first, whose loads come next anyway (prefetching it cost a warm single-token call 4-5 ns).
-  {
-    StepOrder first(a, begin + 1);
-    for (std::uint64_t v = begin + 1; v < end && v < begin + distance; ++v, first.next()) prefetch(first.token());
-  }
   // A row that leaves as it is (the output dtype is the table's, nothing added or scaled) is
   // copied. For a 16-bit row, converting it to f32 and rounding it back is the identity except that
   // it quiets a signalling NaN, which torch's gather does not do either, and the conversion and
@@ -737,9 +816,28 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   constexpr bool kSameBits = !kNorm && ((TD == DType::kBF16 && OD == OutputDType::kBF16) ||
                                         (TD == DType::kF16 && OD == OutputDType::kF16) ||
                                         (TD == DType::kF32 && OD == OutputDType::kF32));
+  const bool copies_rows = kSameBits && a.segment == nullptr && a.position == nullptr && a.scale == 1.0f &&
+                      a.token_scale == 1.0f;
+  // Rows computed one at a time prefetch the row ahead as they load this one (interleaved_gather_plan),
+  // and so do copied rows of up to 8 KiB; staged rows (copied into L1 a block at a time), LayerNorm
+  // rows and wider copies take gather_prefetch_plan at the top of their loop.
+  const bool staged = !kNorm && stages_rows<TD>(table_row_bytes, a.token_rows_from_memory);
+  const bool interleaved = !kNorm && (!copies_rows || table_row_bytes <= kInterleavedGatherBytes);
+  const RowPrefetcher<TD, P> prefetch{TokenRows<P>{a},
+                                      interleaved ? interleaved_gather_plan(table_row_bytes)
+                                                  : gather_prefetch_plan(table_row_bytes, out_row_bytes),
+                                      table_row_bytes, a.params_offset};
+  const std::uint64_t distance = prefetch.plan.distance;
+  // The range's first rows, before the loop's prefetches `distance` tokens ahead reach them; not the
+  // very first, whose loads come next anyway (prefetching it cost a warm single-token call 4-5 ns).
+  {
+    StepOrder first(a, begin + 1);
+    for (std::uint64_t v = begin + 1; v < end && v < begin + distance; ++v, first.next()) prefetch(first.token());
+  }
   if constexpr (kSameBits) {
-    if (a.segment == nullptr && a.position == nullptr && a.scale == 1.0f && a.token_scale == 1.0f) {
-      return copy_tokens(prefetch, begin, end, out, out_row_bytes, stream);
+    if (copies_rows) {
+      return interleaved ? copy_tokens<true>(prefetch, begin, end, out, out_row_bytes, stream)
+                         : copy_tokens<false>(prefetch, begin, end, out, out_row_bytes, stream);
     }
   }
   // Steps, not tokens, from here: `order` is the step being embedded, `ahead` the one prefetched.
@@ -752,17 +850,17 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
     return a.position + p * a.position_stride;
   };
   if constexpr (!kNorm) {
-    if (stages_rows<TD>(table_row_bytes, a.token_rows_from_memory)) {
+    if (staged) {
       RowStage stage;
       StepOrder copied(a, begin), copied_ahead(a, begin + distance);  // the stage's fill, one step at a time
       for (std::uint64_t block = begin; block < end; block += kStagedRows) {
         stage.fill(block, block + kStagedRows < end ? block + kStagedRows : end, table_row_bytes,
                    [&](std::uint64_t v) {
-                     if (v + distance < end) prefetch(copied_ahead.token());
-                     const std::byte* row = prefetch.rows(copied.token());
+                     const RowStage::Source source{prefetch.rows(copied.token()),
+                                                   v + distance < end ? prefetch.rows(copied_ahead.token()) : nullptr};
                      copied.next();
                      copied_ahead.next();
-                     return row;
+                     return source;
                    });
         for (std::uint64_t v = block; v < stage.last; ++v, order.next()) {
           const std::uint64_t i = order.token();
@@ -776,16 +874,21 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   }
   StepOrder ahead(a, begin + distance);
   for (std::uint64_t v = begin; v < end; ++v, order.next(), ahead.next()) {
-    if (v + distance < end) prefetch(ahead.token());
     const std::uint64_t i = order.token();
     const std::byte* tok = prefetch.rows(i);
+    const std::byte* ahead_row = nullptr;
+    if constexpr (!kNorm) {
+      ahead_row = v + distance < end ? prefetch.rows(ahead.token()) : nullptr;
+    } else if (v + distance < end) {
+      prefetch(ahead.token());
+    }
     const std::byte* seg = segment_row(a, i);
     const std::byte* pos = position_row();
     std::byte* const row_out = out_base + i * out_row_bytes;
     if constexpr (kNorm) {
       embed_row_norm<TD, OD>(a, tok, seg, pos, row_out);
     } else {
-      embed_row<TD, OD>(a, tok, seg, pos, row_out, stream);
+      embed_row<TD, OD>(a, tok, seg, pos, row_out, stream, ahead_row);
     }
   }
   if (stream) Traits::fence();
