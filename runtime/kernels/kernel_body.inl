@@ -194,7 +194,8 @@ class StepOrder {
 };
 
 // Which part of an upcoming row is prefetched, and how many rows ahead, at the top of each row's loop:
-// the bags' plans, and the gather's for LayerNorm rows and rows copied that are wider than 8 KiB
+// the bags' plans, and the gather's for LayerNorm rows into 16-bit outputs and rows copied that are
+// wider than 8 KiB
 // (the gather's other rows prefetch the row ahead line by line since: interleaved_gather_plan below;
 // what this comment says of the gather was measured before that). What limits a random-row
 // gather is how many cache-line misses the core keeps in flight: a software prefetch takes a miss
@@ -273,8 +274,8 @@ inline PrefetchPlan prefetch_plan(std::uint64_t table_row_bytes, WideRowReach re
 }
 
 // The gather's plan: rows of more than 5 lines that move at most 1 KiB per token, read and written
-// (f32 -> f32 and 16-bit copies of dim 128 to 256, before they interleaved; LayerNorm rows of f32
-// dim 128 since), take their first 2 lines 6 rows ahead. Their
+// (f32 -> f32 and 16-bit copies of dim 128 to 256, before they interleaved; LayerNorm rows into a
+// 16-bit output that move at most 1 KiB since), take their first 2 lines 6 rows ahead. Their
 // tokens are quick, so 2 whole rows ahead arrive late (perf: 72% of the samples on the row's first
 // load), and 6 whole rows ahead fill the miss buffers; the L2's streamer brings the rest of each
 // row once its first 2 lines are read. Measured (embedrt bench, 1 thread, 4x the LLC, medians of
@@ -292,8 +293,10 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 // The gather's other rows are prefetched whole, each line of the row ahead as the first load from
 // the same line of the row being embedded is issued (prefetch_line_ahead), about 8 KiB of rows
 // ahead: 16 rows of up to 512 bytes, 8 of 1 KiB, 4 of 2 KiB or more. So are rows computed (converted,
-// added to, scaled), rows copied as they are of up to 8 KiB, and quantized rows staged in L1 (as
-// RowStage::fill copies them); not LayerNorm rows, nor copies of wider rows (gather_prefetch_plan).
+// added to, scaled), rows copied as they are of up to 8 KiB, quantized rows staged in L1 (as
+// RowStage::fill copies them) and LayerNorm rows into an f32 output (as their first pass stores the
+// sum in the output row); not LayerNorm rows into a 16-bit output (their first pass is the
+// statistics' sum, whose order is fixed), nor copies of wider rows (gather_prefetch_plan).
 // The bags do the same with rows that fit the registers (interleaves_prefetch, bag_body.inl), as
 // FBGEMM's kernels do. Near the end of the range there is no row ahead (a null pointer, tested with
 // each load). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16; bench/ab.py, 1 thread, cpu clock, one
@@ -304,6 +307,10 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 //    bf16 -> bf16 3.03x, f32 -> bf16 1.49x; f32 64 + positions 2.05x, f32 16 + positions 1.17x,
 //    f16 64 -> f32 1.17x; Gemma-3 bf16 5376 times its scale 1.13x.
 //  - Staged: GPT-2 int8 1.14x, int4 1.13x; int8 64 1.49x, int8 256 1.85x.
+//  - LayerNorm into f32 (a later change, against this plan for the others): BERT-base (+ positions,
+//    segments) 1.10-1.14x, f32 128 3.55x, bf16 768 + positions 1.78x, int8 768 1.05x [0.95-1.10];
+//    AVX2 BERT 1.15x, f32 128 3.75x; 2 threads BERT 1.13x, f32 128 3.45x; f32 768 -> bf16 (not
+//    interleaved) 1.00x.
 //  - AVX2 (forced, same machine): f32 64 1.39x, GPT-2 bf16 -> bf16 2.52x, int8 1.22x, int8 256
 //    1.77x; SSE4.2 f32 64 1.48x.
 //  - 2 threads (wall clock): f32 64 1.55x, 256 1.30x, 768 1.14x; GPT-2 f32 1.23x, bf16 -> bf16
@@ -655,10 +662,11 @@ struct SquaredDeviation {
 // the output row when the output is f32, and recomputed from the (cached) table rows otherwise, so
 // no row-sized buffer lives on the caller's stack. Summing x in the staging pass (one pass fewer,
 // the same bits) ran 0.98x [0.95-0.99] on a BERT-shaped table 4.3x the LLC (bench/ab.py, 7 rounds):
-// past the LLC these rows wait on memory, not on the passes.
+// past the LLC these rows wait on memory, not on the passes. `ahead`: with an f32 output, a row
+// whose lines are prefetched as the staging pass loads this one's (prefetch_line_ahead), or none.
 template <DType TD, OutputDType OD>
 inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std::byte* seg, const std::byte* pos,
-                           std::byte* out) {
+                           std::byte* out, const std::byte* ahead = nullptr) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim, body = dim - dim % W;
@@ -701,7 +709,14 @@ inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std:
   const Staged staged{reinterpret_cast<const float*>(out)};
   constexpr bool kStaged = OD == OutputDType::kF32;
   if constexpr (kStaged) {
-    for (std::uint64_t j = 0; j < body; j += W) Traits::store_f32(out + 4 * j, computed.vector(j), false);
+    for (std::uint64_t j = 0; j < body; j += W) {
+      if (ahead != nullptr) prefetch_line_ahead<table_bytes<TD>(W)>(ahead, table_bytes<TD>(j));
+      Traits::store_f32(out + 4 * j, computed.vector(j), false);
+    }
+    if (ahead != nullptr) {
+      if (body < dim) Traits::prefetch(ahead + table_bytes<TD>(body));
+      if constexpr (kRowwiseQuantized<TD>) Traits::prefetch(ahead + a.params_offset);
+    }
     for (std::uint64_t j = body; j < dim; ++j) store_one<OD>(out, j, computed.one(j));
   }
   const auto statistics = [&](const auto& x) {
@@ -818,11 +833,12 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
                                         (TD == DType::kF32 && OD == OutputDType::kF32));
   const bool copies_rows = kSameBits && a.segment == nullptr && a.position == nullptr && a.scale == 1.0f &&
                       a.token_scale == 1.0f;
-  // Rows computed one at a time prefetch the row ahead as they load this one (interleaved_gather_plan),
-  // and so do copied rows of up to 8 KiB; staged rows (copied into L1 a block at a time), LayerNorm
-  // rows and wider copies take gather_prefetch_plan at the top of their loop.
+  // Rows prefetch the row ahead as they load this one (interleaved_gather_plan), except copies of
+  // rows wider than 8 KiB and LayerNorm rows into a 16-bit output, which take gather_prefetch_plan
+  // at the top of their loop.
+  constexpr bool kInterleavesRows = !kNorm || OD == OutputDType::kF32;
   const bool staged = !kNorm && stages_rows<TD>(table_row_bytes, a.token_rows_from_memory);
-  const bool interleaved = !kNorm && (!copies_rows || table_row_bytes <= kInterleavedGatherBytes);
+  const bool interleaved = kInterleavesRows && (!copies_rows || table_row_bytes <= kInterleavedGatherBytes);
   const RowPrefetcher<TD, P> prefetch{TokenRows<P>{a},
                                       interleaved ? interleaved_gather_plan(table_row_bytes)
                                                   : gather_prefetch_plan(table_row_bytes, out_row_bytes),
@@ -877,7 +893,7 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
     const std::uint64_t i = order.token();
     const std::byte* tok = prefetch.rows(i);
     const std::byte* ahead_row = nullptr;
-    if constexpr (!kNorm) {
+    if constexpr (kInterleavesRows) {  // (copied and staged rows took the loops above)
       ahead_row = v + distance < end ? prefetch.rows(ahead.token()) : nullptr;
     } else if (v + distance < end) {
       prefetch(ahead.token());
@@ -886,7 +902,7 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
     const std::byte* pos = position_row();
     std::byte* const row_out = out_base + i * out_row_bytes;
     if constexpr (kNorm) {
-      embed_row_norm<TD, OD>(a, tok, seg, pos, row_out);
+      embed_row_norm<TD, OD>(a, tok, seg, pos, row_out, ahead_row);
     } else {
       embed_row<TD, OD>(a, tok, seg, pos, row_out, stream, ahead_row);
     }
