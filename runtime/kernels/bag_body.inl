@@ -110,8 +110,9 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
 // a plain request pools straight into an f32 output, pool_bags_in_registers: f32 dims 20-32 with
 // SSE4.2, 24-64 with AVX2, 32-64 with AVX-512; 16-bit 40-64 with AVX2, 48-128 with AVX-512; now
 // also int8 64 with AVX2, and with AVX-512 every dtype up to dim 256 and the chunk path: below)
-// prefetch the whole row 16 ids ahead, each line after the first load of the same line of this row, as
-// FBGEMM's EmbeddingSpMDM kernels do. Near the end of the range the id ahead is the range's last (a
+// prefetch the whole row ahead (16 ids ahead until about 8 KiB of rows replaced it, below), each
+// line after the first load of the same line of this row, as FBGEMM's EmbeddingSpMDM kernels do
+// (the gather does so too since: interleaved_plan). Near the end of the range the id ahead is the range's last (a
 // row already on its way), so the loop has no branch for it (FBGEMM branches to the current row
 // instead). The plans above issue the prefetches at the top of each row's loop, behind a test of
 // the distance. Measured on the 32 MiB-L3 Zen 3 (AVX2, bench/ab.py, 1 thread, tables 3.9x the LLC,
@@ -133,8 +134,14 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
 // tail) when its rows fit them, on its first pass over a bag (pool_chunk): against the plans
 // above, f16 256 mean + normalize bags of 8 / 32 2.88x / 2.83x, f16 256 -> bf16 2.80x, f32 64 mean
 // + normalize 1.96-2.31x; with AVX2 (forced, same machine) f32 64 1.87x, f16 64 1.29x.
+// The distance became the gather's interleaved_plan (about 8 KiB of rows, at least 4 rows: 32 ids
+// ahead for 256-byte rows, 64 for 128-byte ones, 8 for 1 KiB) when the gather found narrow rows
+// faster so on the Zen 5; against 16 ids (bench/ab.py, 1 thread, tables 3.9x the LLC, 5 rounds):
+// f32 64 bags of 8 / 32 1.25x / 1.22x, mean + normalize 1.42x; f16 64 bags of 8 1.96x; int8 64 bags
+// of 8 / 128 2.14x / 2.16x; int8 256 bags of 32 1.26x, f32 256 1.04x; controls (16 ids either way)
+// f32 128 and f16 256 1.00x. 2 threads: f16 64 1.78x, int8 64 1.99x, f32 64 1.05x. AVX2 (forced):
+// f32 64 bags of 8 1.30x, f16 64 and int8 64 bags of 32 1.98x and 2.16x.
 constexpr std::uint64_t kInterleavedRowBytes = 16 * 64;
-constexpr std::uint64_t kInterleavedDistance = 16;
 
 // Asked at compile time by pool_bags_in_registers (a row of kVectors vectors is table_bytes(kVectors
 // * W) without a quantized row's scale and bias) and at run time by pool_bags_on for the range's
@@ -154,11 +161,6 @@ constexpr std::uint64_t row_span(std::uint64_t value_bytes) {
 template <DType TD>
 constexpr bool interleaves_prefetch(std::uint64_t table_row_bytes) {
   return row_span<TD>(table_row_bytes) > 64 && table_row_bytes <= kInterleavedRowBytes;
-}
-
-// Its plan, for the range's first rows: whole rows, kInterleavedDistance ids ahead.
-inline PrefetchPlan interleaved_plan(std::uint64_t table_row_bytes) {
-  return {kInterleavedDistance, (table_row_bytes + 63) / 64 * 64};
 }
 
 // The ids of one bag and what pooling them needs.

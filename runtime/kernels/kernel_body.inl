@@ -196,7 +196,7 @@ class StepOrder {
 // Which part of an upcoming row is prefetched, and how many rows ahead, at the top of each row's loop:
 // the bags' plans, and the gather's for LayerNorm rows into 16-bit outputs and rows copied that are
 // wider than 8 KiB
-// (the gather's other rows prefetch the row ahead line by line since: interleaved_gather_plan below;
+// (the gather's other rows prefetch the row ahead line by line since: interleaved_plan below;
 // what this comment says of the gather was measured before that). What limits a random-row
 // gather is how many cache-line misses the core keeps in flight: a software prefetch takes a miss
 // buffer until its line arrives, and when they are all taken the prefetch instruction itself
@@ -218,7 +218,7 @@ class StepOrder {
 //    [0.93-1.16]; a control case the change did not touch, 1.06x [0.93-1.15]. Rows of 4 lines whole
 //    lost (bags of f32 64: 0.89-0.99x, at 6, 12 or 20 rows ahead, prefetched at the top of each
 //    row). Bags of rows that fit the registers (2-4 lines with AVX2, up to 16 with AVX-512) have
-//    since taken the whole row 16 ids ahead, a line after each of this row's lines is first loaded
+//    since taken the whole row ahead (interleaved_plan), a line after each of this row's lines is first loaded
 //    (interleaves_prefetch in bag_body.inl: 1.07-1.24x on the Zen 3, up to 2.3x on a Zen 5).
 //  - Wider rows: the whole row up to 16 lines, else its first 8 lines (the L2's streamer follows
 //    the rest once the first loads train it; 48 prefetches per GPT-2 f32 row, 256 per Llama-3 f32
@@ -292,7 +292,8 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 
 // The gather's other rows are prefetched whole, each line of the row ahead as the first load from
 // the same line of the row being embedded is issued (prefetch_line_ahead), about 8 KiB of rows
-// ahead: 16 rows of up to 512 bytes, 8 of 1 KiB, 4 of 2 KiB or more. So are rows computed (converted,
+// ahead and at least 4 rows: 128 rows of one line, 32 of 256 bytes, 16 of 512, 8 of 1 KiB, 4 of
+// 2 KiB or more (interleaved_plan). So are rows computed (converted,
 // added to, scaled), rows copied as they are of up to 8 KiB, quantized rows staged in L1 (as
 // RowStage::fill copies them) and LayerNorm rows into an f32 output (as their first pass stores the
 // sum in the output row); not LayerNorm rows into a 16-bit output (their first pass is the
@@ -320,22 +321,28 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 //    0.96-1.03x with 1 thread but 0.89-0.90x with 2: they keep the plan.
 //  - The distance: 16 rows against 8 for copies of 256 bytes 1.24x, 512 bytes 1.03x, 1 KiB 0.95x;
 //    8 rows against 16 for 2-4 KiB 1.05-1.09x, 4 against 8 for 2 KiB 1.04x, 3-4 KiB 1.00-1.02x,
-//    8 KiB 1.05x.
+//    8 KiB 1.05x. First capped at 16 rows (the bags' distance then); the cap lifted (a later
+//    change, against 16 rows): copies f32 16 1.93x, f32 32 1.99x, f32 64 1.12x; f32 16 + positions
+//    1.46x, f32 64 + positions 1.16x, f16 64 -> f32 1.45x; staged int8 64 1.28x; f32 128 (16 rows
+//    either way) 1.00x; 2 threads f32 16 2.00x, f32 64 1.04x; AVX2 f32 16 2.25x, f32 64 1.24x, int8
+//    64 1.23x. 24 and 32 rows of 256 bytes against 16: 1.11x, 1.13x; 48 and 64 rows of 128 bytes
+//    against 32: 1.18x, 1.27x; 128 rows of one line against 64: copies 1.17x, + positions 0.97x.
 //  - The row ahead prefetched whole at the top of each row's loop instead: as fast for copies of
 //    up to 512 bytes, but 0.89x for GPT-2 f32 + positions, 0.80x for bf16 -> bf16, and f32 768
 //    copies 0.82x as fast as the plans above. Not staging int8/int4 rows of 6-16 lines from memory
 //    (the interleaved loop reading the table): AVX-512 0.98-1.12x, AVX2 0.61-0.86x, so they stay.
 // Not measured on the Zen 3 or the 480 MiB-LLC Intel machine, where the plans above were tuned.
-constexpr std::uint64_t kInterleavedGatherBytes = 8192;
-constexpr std::uint64_t kInterleavedGatherMinRows = 4, kInterleavedGatherMaxRows = 16;
+constexpr std::uint64_t kInterleavedBytesAhead = 8192;
+constexpr std::uint64_t kInterleavedMinRows = 4;
+constexpr std::uint64_t kInterleavedCopyRowBytes = 8192;  // wider copies keep gather_prefetch_plan
 
-inline PrefetchPlan interleaved_gather_plan(std::uint64_t table_row_bytes) {
+// The plan of rows prefetched line by line (the gather's, and the bags' rows that fit the
+// registers): whole rows, kInterleavedBytesAhead of them ahead; the distance, and the range's first
+// rows.
+inline PrefetchPlan interleaved_plan(std::uint64_t table_row_bytes) {
   const std::uint64_t line_bytes = (table_row_bytes + 63) / 64 * 64;
-  const std::uint64_t rows = kInterleavedGatherBytes / line_bytes;
-  return {rows < kInterleavedGatherMinRows   ? kInterleavedGatherMinRows
-          : rows > kInterleavedGatherMaxRows ? kInterleavedGatherMaxRows
-                                             : rows,
-          line_bytes};
+  const std::uint64_t rows = kInterleavedBytesAhead / line_bytes;
+  return {rows < kInterleavedMinRows ? kInterleavedMinRows : rows, line_bytes};
 }
 
 // Called with the table offset of each load of kLoadBytes (at most a line) from a row, in order: the
@@ -787,7 +794,7 @@ struct RowPrefetcher {
 // function, so that GCC gives its few values registers: inside embed_tokens they lived on the
 // stack beside the general loop's.
 // kInterleaved: the row `distance` ahead is prefetched line by line as this one is copied
-// (interleaved_gather_plan), else the plan's part of it at the top of the loop.
+// (interleaved_plan), else the plan's part of it at the top of the loop.
 template <bool kInterleaved, DType TD, IdPath P>
 __attribute__((noinline)) void copy_tokens(const RowPrefetcher<TD, P> prefetch, std::uint64_t begin, std::uint64_t end,
                                            std::byte* out, std::uint64_t row_bytes, bool stream) {
@@ -833,14 +840,14 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
                                         (TD == DType::kF32 && OD == OutputDType::kF32));
   const bool copies_rows = kSameBits && a.segment == nullptr && a.position == nullptr && a.scale == 1.0f &&
                       a.token_scale == 1.0f;
-  // Rows prefetch the row ahead as they load this one (interleaved_gather_plan), except copies of
+  // Rows prefetch the row ahead as they load this one (interleaved_plan), except copies of
   // rows wider than 8 KiB and LayerNorm rows into a 16-bit output, which take gather_prefetch_plan
   // at the top of their loop.
   constexpr bool kInterleavesRows = !kNorm || OD == OutputDType::kF32;
   const bool staged = !kNorm && stages_rows<TD>(table_row_bytes, a.token_rows_from_memory);
-  const bool interleaved = kInterleavesRows && (!copies_rows || table_row_bytes <= kInterleavedGatherBytes);
+  const bool interleaved = kInterleavesRows && (!copies_rows || table_row_bytes <= kInterleavedCopyRowBytes);
   const RowPrefetcher<TD, P> prefetch{TokenRows<P>{a},
-                                      interleaved ? interleaved_gather_plan(table_row_bytes)
+                                      interleaved ? interleaved_plan(table_row_bytes)
                                                   : gather_prefetch_plan(table_row_bytes, out_row_bytes),
                                       table_row_bytes, a.params_offset};
   const std::uint64_t distance = prefetch.plan.distance;
