@@ -1098,6 +1098,8 @@ def main():
         THREADS = result["meta"]["threads"]
         write_report(result)
         return
+    if args.work:
+        os.makedirs(args.work, exist_ok=True)  # (a missing --work folder was a traceback from tempfile)
     work = tempfile.TemporaryDirectory(dir=args.work, prefix="embedrt-compare-")
     WORK = work.name
     probe = bench("--synthetic", "1x64", "--roofline", "--batch", 1, "--seq", 64, "--seconds", 0.01)

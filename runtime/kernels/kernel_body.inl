@@ -839,7 +839,7 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
                                         (TD == DType::kF16 && OD == OutputDType::kF16) ||
                                         (TD == DType::kF32 && OD == OutputDType::kF32));
   const bool copies_rows = kSameBits && a.segment == nullptr && a.position == nullptr && a.scale == 1.0f &&
-                      a.token_scale == 1.0f;
+                           a.token_scale == 1.0f;
   // Rows prefetch the row ahead as they load this one (interleaved_plan), except copies of
   // rows wider than 8 KiB and LayerNorm rows into a 16-bit output, which take gather_prefetch_plan
   // at the top of their loop.
