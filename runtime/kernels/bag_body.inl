@@ -122,8 +122,8 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
 // runs, f16 256 bags of 32 0.88-0.93x in four (one binary against a copy of itself gave that case
 // 0.89x [0.87-0.98] once and 1.01x once, and its pool_block is byte-identical: single runs move
 // that much). With a run-time knob: whole rows 8 or 16 ahead at the top of the loop 0.88-1.09x,
-// interleaved 12 ahead 1.06-1.21x, 16 ahead 1.11-1.18x (kept: the higher low end, and FBGEMM's
-// distance). Not measured with SSE4.2, nor on rows of 3 lines (f32 dim 48).
+// interleaved 12 ahead 1.06-1.21x, 16 ahead 1.11-1.18x (kept then: the higher low end, and FBGEMM's
+// distance; interleaved_plan's since, below). Not measured with SSE4.2, nor on rows of 3 lines (f32 dim 48).
 // With AVX-512, rows of up to 16 lines fit the registers, and on a 32 MiB-L3 Zen 5 (AVX-512 BF16,
 // 5 rounds, against the first 2 lines 12 rows ahead, bag_prefetch_plan) they pool far faster so:
 // f16 256 bags of 8 / 32 1.73x / 1.74x, f32 256 1.51x / 1.34x, f32 128 bags of 8 1.16x. (An older

@@ -237,6 +237,8 @@ class StepOrder {
 //  - The gather also prefetching the next row whole, a line per vector of this one as it is
 //    computed: f32 768 + positions 0.95x [0.94-0.98], bf16 768 -> bf16 1.05x [1.01-1.18], int8
 //    1.02x [0.96-1.38], Gemma-3 bf16 1.02x [0.92-1.26]: nothing clear, for a second loop per path.
+//    (On the Zen 5 it won by far, the row ahead 8 KiB of rows ahead: the gather does it since,
+//    interleaved_plan below; not measured again on that machine.)
 //  - Bags prefetching the row ahead that way instead of whole (as FBGEMM's JIT kernels do), at
 //    this plan's distance or 16 rows: f16 768 0.61-0.80x, f32 768 0.64-0.85x, f16 256 0.81-0.89x.
 //    (Rows that fit the registers do it since, measured on a Zen 3 and a Zen 5: interleaves_prefetch;
@@ -299,8 +301,8 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 // sum in the output row); not LayerNorm rows into a 16-bit output (their first pass is the
 // statistics' sum, whose order is fixed), nor copies of wider rows (gather_prefetch_plan).
 // The bags do the same with rows that fit the registers (interleaves_prefetch, bag_body.inl), as
-// FBGEMM's kernels do. Near the end of the range there is no row ahead (a null pointer, tested with
-// each load). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16; bench/ab.py, 1 thread, cpu clock, one
+// FBGEMM's kernels do. Near the end of the range the gather has no row ahead (a null pointer, tested
+// with each load; the bags take the range's last row instead). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16; bench/ab.py, 1 thread, cpu clock, one
 // output buffer, tables 3.9x the LLC unless named, 5 interleaved rounds, against the plans above):
 //  - Copied: f32 16 1.11x, 64 1.65x, 128 1.60x, 256 1.24x, 384 1.36x, 768 1.21x; f16 256 1.50x;
 //    bf16 4096 1.17x; f32 64 with outputs rotating through DRAM 1.41x.
@@ -544,6 +546,7 @@ struct RowStage {
 // Rows without LayerNorm: one pass. The vector body starts at `head`, the first element whose
 // output address is vector-aligned when streaming (stores that bypass the cache need it), else 0;
 // elements before it and after the last full vector take the scalar path, with identical rounding.
+// `ahead`: a row whose lines are prefetched as this one's are loaded (prefetch_line_ahead), or none.
 // Forced inline, as copy_row and PositionCursor::next: GCC stopped inlining them into the gather
 // once it had a copy per id path, a call per row.
 template <DType TD, OutputDType OD>
