@@ -263,7 +263,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
     for (std::uint64_t v = 0; v < vectors; ++v) {
       V x = load<TD>(row, j + v * W, qs, qb);
       if constexpr (kInterleaved) {
-        if (table_bytes<TD>(v * W) % 64 == 0) Traits::prefetch(ahead_row + table_bytes<TD>(v * W));
+        prefetch_line_ahead<table_bytes<TD>(W)>(ahead_row, table_bytes<TD>(v * W));
       }
       if (token_scaled) x = x * token_scale;
       if (max) {
@@ -475,7 +475,7 @@ constexpr bool kPoolsInBlockPasses = ((Traits::kWidth == 4 || Traits::kWidth == 
 // The block passes' prefetch plan, for the range's first rows: the first block's lines.
 template <DType TD>
 constexpr PrefetchPlan block_pass_plan() {
-  return {kBlockPassDistance, (table_bytes<TD>(kBlockPassVectors<TD> * Traits::kWidth) + 63) / 64 * 64};
+  return {kBlockPassDistance, whole_lines(table_bytes<TD>(kBlockPassVectors<TD> * Traits::kWidth))};
 }
 
 template <DType TD, IdPath P>

@@ -334,6 +334,9 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 //    copies 0.82x as fast as the plans above. Not staging int8/int4 rows of 6-16 lines from memory
 //    (the interleaved loop reading the table): AVX-512 0.98-1.12x, AVX2 0.61-0.86x, so they stay.
 // Not measured on the Zen 3 or the 480 MiB-LLC Intel machine, where the plans above were tuned.
+// `bytes` rounded up to whole cache lines.
+constexpr std::uint64_t whole_lines(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+
 constexpr std::uint64_t kInterleavedBytesAhead = 8192;
 constexpr std::uint64_t kInterleavedMinRows = 4;
 constexpr std::uint64_t kInterleavedCopyRowBytes = 8192;  // wider copies keep gather_prefetch_plan
@@ -342,7 +345,7 @@ constexpr std::uint64_t kInterleavedCopyRowBytes = 8192;  // wider copies keep g
 // registers): whole rows, kInterleavedBytesAhead of them ahead; the distance, and the range's first
 // rows.
 inline PrefetchPlan interleaved_plan(std::uint64_t table_row_bytes) {
-  const std::uint64_t line_bytes = (table_row_bytes + 63) / 64 * 64;
+  const std::uint64_t line_bytes = whole_lines(table_row_bytes);
   const std::uint64_t rows = kInterleavedBytesAhead / line_bytes;
   return {rows < kInterleavedMinRows ? kInterleavedMinRows : rows, line_bytes};
 }
@@ -506,6 +509,17 @@ constexpr bool stages_rows(std::uint64_t table_row_bytes, bool rows_from_memory 
          (table_row_bytes <= kNarrowRowBytes || (rows_from_memory && table_row_bytes <= kStagedRowBytes));
 }
 
+// After a row's vector loads (prefetch_line_ahead), what the row ahead has left to start: the line
+// of its values from `tail` (when tail < dim: no vector load started there) and a quantized row's
+// scale and bias. Nothing without a row ahead.
+template <DType TD>
+__attribute__((always_inline)) inline void prefetch_rest_ahead(const std::byte* ahead, std::uint64_t tail,
+                                                               std::uint64_t dim, std::uint64_t params_offset) {
+  if (ahead == nullptr) return;
+  if (tail < dim) Traits::prefetch(ahead + table_bytes<TD>(tail));
+  if constexpr (kRowwiseQuantized<TD>) Traits::prefetch(ahead + params_offset);
+}
+
 // The rows of ids [first, last) (at most kStagedRows of them), copied in whole lines: a row's last
 // line is inside its stride, a multiple of 64 (FORMAT.md 4). Each row has a slot of kNarrowRowBytes,
 // or kStagedRowBytes when it is wider (slots of a narrow row's own lines, 192 bytes for int8 128,
@@ -527,7 +541,7 @@ struct RowStage {
     first = from;
     last = to;
     slot = table_row_bytes <= kNarrowRowBytes ? kNarrowRowBytes : kStagedRowBytes;
-    const std::uint64_t line_bytes = (table_row_bytes + 63) / 64 * 64;
+    const std::uint64_t line_bytes = whole_lines(table_row_bytes);
     for (std::uint64_t i = from; i < to; ++i) {
       const Source source = row_of(i);
       std::byte* copy = rows + (i - from) * slot;
@@ -615,10 +629,7 @@ __attribute__((always_inline)) inline void embed_row(const KernelArgs& a, const 
   } else {
     body_of_sum.template operator()<false>();
   }
-  if (ahead != nullptr) {
-    if (body_end < dim) Traits::prefetch(ahead + table_bytes<TD>(body_end));
-    if constexpr (kRowwiseQuantized<TD>) Traits::prefetch(ahead + a.params_offset);
-  }
+  prefetch_rest_ahead<TD>(ahead, body_end, dim, a.params_offset);
   for (std::uint64_t j = body_end; j < dim; ++j) scalar(j);
 }
 
@@ -723,10 +734,7 @@ inline void embed_row_norm(const KernelArgs& a, const std::byte* tok, const std:
       if (ahead != nullptr) prefetch_line_ahead<table_bytes<TD>(W)>(ahead, table_bytes<TD>(j));
       Traits::store_f32(out + 4 * j, computed.vector(j), false);
     }
-    if (ahead != nullptr) {
-      if (body < dim) Traits::prefetch(ahead + table_bytes<TD>(body));
-      if constexpr (kRowwiseQuantized<TD>) Traits::prefetch(ahead + a.params_offset);
-    }
+    prefetch_rest_ahead<TD>(ahead, body, dim, a.params_offset);
     for (std::uint64_t j = body; j < dim; ++j) store_one<OD>(out, j, computed.one(j));
   }
   const auto statistics = [&](const auto& x) {
