@@ -94,10 +94,12 @@ struct Bags {
 std::vector<Bags> bag_sets(std::uint64_t vocab, std::mt19937& rng) {
   std::uniform_int_distribution<std::int64_t> id(0, static_cast<std::int64_t>(vocab) - 1);
   std::vector<Bags> all;
-  // 9 and 14: wide rows are pooled 8 and 4 at a time, then one by one (bag_body.inl's pool_rows).
-  Bags ragged{"ragged 0,3,0,1,9,14,0 (empty first, middle, last)"};
+  // 9, 12, 14 and 25: wide rows are pooled 8 and 4 at a time, then one by one (bag_body.inl's
+  // pool_rows); block passes over bags of more than 12 ids go in tiles of 12 rows (12 + 2, 12 + 12 +
+  // 1), a bag of 12 in one.
+  Bags ragged{"ragged 0,3,0,1,9,12,14,25,0 (empty first, middle, last)"};
   ragged.offsets = {0};
-  for (std::uint64_t size : {0, 3, 0, 1, 9, 14, 0}) {
+  for (std::uint64_t size : {0, 3, 0, 1, 9, 12, 14, 25, 0}) {
     for (std::uint64_t k = 0; k < size; ++k) ragged.ids.push_back(id(rng));
     ragged.offsets.push_back(ragged.ids.size());
   }
@@ -142,7 +144,7 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
     //  - those rows, and 65 (AVX2, AVX-512) and 200 (AVX-512), rows with a tail, in the chunk path
     //    (normalized, weighted, 16-bit outputs), the same prefetch on the first pass;
     //  - 128 and 256 (AVX2 16-bit and quantized), 300 (AVX2 quantized, AVX-512 16-bit and int8) and
-    //    769 (AVX-512 16-bit and int8): block passes;
+    //    769 (AVX-512 16-bit and int8): block passes, in tiles of rows but with AVX-512 16-bit rows;
     //  - 300 with AVX-512 int4: rows pooled from L1 copies of 16 ids at a time (RowStage), which the
     //    ragged set's bag of 14 and the uniform set's bags of 8 cross;
     //  - the rest (f32 rows wider than the registers, 2100): pool_rows.

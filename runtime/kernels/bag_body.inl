@@ -13,7 +13,8 @@
 // except that 16-bit and quantized rows of at most 512 bytes with 16 registers (AVX2, SSE4.2),
 // and 16-bit and int8 rows of at most kChunkFloats values with AVX-512, are pooled a block of
 // registers at a time, a pass over the rows per block, each pass prefetching its own columns of
-// the rows ahead (pool_block_passes).
+// the rows ahead; of a bag of more than 12 ids, 12 rows at a time when a block is at most 6 lines of
+// a row (pool_block_passes).
 // Quantized rows of at most 5 lines that pool_rows pools (AVX-512 int4 dims 272-632; the scalar
 // build) are copied into L1 first, 16 ids at a time (RowStage, in kernel_body.inl).
 // Either way each element takes the rows in the order of the ids, so it sees exactly the
@@ -226,25 +227,49 @@ struct Bag {
   }
 };
 
+// The rows of a bag that one pass of pool_block pools: all of them, or a tile of them
+// (pool_block_passes). A tile after the first adds to the sums a previous one stored in `out`
+// (stored and loaded as f32: the same operations), and only the last makes the result (the mean
+// over the whole bag, the output scale).
+struct RowTile {
+  std::uint64_t from, to;  // ids [from, to)
+  bool resumes;            // a tile after the first: the sums so far are in `out`
+  bool finishes;           // the last tile: the result is made
+};
+template <DType TD, IdPath P>
+inline RowTile whole_bag(const Bag<TD, P>& bag) noexcept {
+  return {bag.first, bag.last, false, true};
+}
+
 // Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kBlockPassVectors<TD> in block
 // passes) of every row of the bag into out[0, kVectors * W): the f32 operations of the comment
 // above, before the normalization. The count is a template argument so that the accumulators stay
 // in registers (with a run-time count GCC kept them on the stack: a load and a store per vector
-// and row). kInterleaved: the block is the whole row (j == 0), and each of its lines is prefetched
-// in the row ahead after the first load of the same line of this row (interleaves_prefetch).
-template <std::uint64_t kVectors, DType TD, IdPath P, bool kInterleaved = false>
-inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool first_pass) {
+// and row; and the loops over them are unrolled whole, 32 being at least every count, since a loop
+// left partly rolled indexes them at run time, which put them on the stack too). kInterleaved: the
+// block is the whole row (j == 0), and each of its lines is prefetched in the row ahead after the
+// first load of the same line of this row (interleaves_prefetch).
+// kTiled: only the bag's rows of `tile`, when pool_block_passes pools it in tiles; otherwise the
+// whole bag, and no code for the tiles' loads and stores (with it in every pool_block, AVX-512 f16
+// 768 bags of 8, which are never tiled, pooled 5% slower).
+template <std::uint64_t kVectors, DType TD, IdPath P, bool kInterleaved = false, bool kTiled = false>
+inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool first_pass, RowTile tile) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   constexpr std::uint64_t vectors = kVectors;
+  static_assert(kVectors <= 32, "the unroll pragmas below");
   const PoolArgs& a = bag.a;
+  const bool resumes = kTiled && tile.resumes, finishes = !kTiled || tile.finishes;
+  const std::uint64_t from = kTiled ? tile.from : bag.first, to = kTiled ? tile.to : bag.last;
   V acc[kVectors];
-#pragma GCC unroll 16
-  for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = V(0.0f);
+#pragma GCC unroll 32
+  for (std::uint64_t v = 0; v < kVectors; ++v) {
+    acc[v] = resumes ? Traits::load_f32(reinterpret_cast<const std::byte*>(out + v * W)) : V(0.0f);
+  }
   const bool token_scaled = bag.token_scaled();
   const V token_scale(a.token_scale);
   const bool weighted = bag.weighted(), max = bag.max();
-  for (std::uint64_t i = bag.first; i < bag.last; ++i) {
+  for (std::uint64_t i = from; i < to; ++i) {
     const std::byte* ahead_row = nullptr;
     if constexpr (kInterleaved) {
       ahead_row = bag.row_ahead_of(i);
@@ -259,7 +284,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
     float qs, qb;
     row_quantization<TD>(row, a.params_offset, qs, qb);
     const V w(weighted ? bag.weight(i) : 1.0f);
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (std::uint64_t v = 0; v < vectors; ++v) {
       V x = load<TD>(row, j + v * W, qs, qb);
       if constexpr (kInterleaved) {
@@ -274,6 +299,13 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
     }
     if constexpr (kInterleaved && kRowwiseQuantized<TD>) Traits::prefetch(ahead_row + a.params_offset);
   }
+  if (!finishes) {  // the sums so far
+#pragma GCC unroll 32
+    for (std::uint64_t v = 0; v < vectors; ++v) {
+      Traits::store_f32(reinterpret_cast<std::byte*>(out + v * W), acc[v], false);
+    }
+    return;
+  }
   const std::uint64_t n = bag.last - bag.first;
   const bool mean = a.mode == PoolingMode::kMean && n > 0;
   // Read once, before the stores: `out` might alias `a` for all GCC knows, and it read the scale
@@ -281,7 +313,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   const float output_scale = a.output_scale;
   const bool scaled = output_scale != 1.0f;
   const V count(static_cast<float>(n)), scale(output_scale);
-#pragma GCC unroll 16
+#pragma GCC unroll 32
   for (std::uint64_t v = 0; v < vectors; ++v) {
     V r = mean ? acc[v] / count : acc[v];
     if (scaled) r = r * scale;
@@ -289,12 +321,13 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   }
 }
 
-// pool_block for a run-time count of 1 to kRegisterVectors<TD> vectors.
-template <bool kInterleaved = false, DType TD, IdPath P, std::size_t... kMinusOne>
+// pool_block for a run-time count of 1 to sizeof...(kMinusOne) vectors.
+template <bool kInterleaved = false, bool kTiled = false, DType TD, IdPath P, std::size_t... kMinusOne>
 inline void pool_block_of(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out, bool first_pass,
-                          std::index_sequence<kMinusOne...>) {
-  (void)((vectors == kMinusOne + 1 ? (pool_block<kMinusOne + 1, TD, P, kInterleaved>(bag, j, out, first_pass), true)
-                                   : false) ||
+                          RowTile tile, std::index_sequence<kMinusOne...>) {
+  (void)((vectors == kMinusOne + 1
+              ? (pool_block<kMinusOne + 1, TD, P, kInterleaved, kTiled>(bag, j, out, first_pass, tile), true)
+              : false) ||
          ...);
 }
 
@@ -458,12 +491,39 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 // Blocks of 12 vectors (12 of the 16 registers hold sums; the last block what is left) against
 // blocks of 8 (5 rounds): f16 256 bags of 8, 32, 128 1.01x, 1.34x, 1.39x; int8 256 1.19x, 1.05x,
 // 1.15x; f16 128 1.06x; mean + normalize 1.11x; but int4 256 0.95x [0.95-0.96] (its decoding holds
-// 2 more registers), which keeps blocks of 8. AVX-512 takes blocks of 16 (half its registers; not
-// measured against 12).
+// 2 more registers), which keeps blocks of 8. AVX-512 takes blocks of 16, half its registers, but
+// int8 blocks of 24 (FBGEMM's JIT kernels take as many as the registers hold, 29-31): against 16 on
+// the Zen 5 (5 rounds, one output buffer, before the tiles below) int8 768 bags of 8 / 32 / 128
+// 1.10x / 1.28x / 1.30x, int8 1024 1.22x, int8 512 1.04x. 16-bit blocks of 24 were no clear gain
+// (f16 768 1.02x / 1.06x / 1.04x, another run 0.99x; f16 512, 640, 1024 1.00-1.02x; beside the
+// tiles 0.96-1.01x) and stay 16. Blocks of 28 were no faster (0.96-1.02x), nor an even split into as
+// few blocks of at most 24 (int8 1024 1.10x where 24, 24, 16 gave 1.22x). f32 rows in blocks of 24
+// lost as in blocks of 16 (f32 768 0.68-0.75x).
+//
+// A bag of more than kBlockPassDistance ids is pooled in tiles of that many rows, every block's pass
+// over a tile before the next tile (pool_block's from and to), when a block is at most
+// kTiledBlockBytes of each row: 1-6 lines of each of 12 rows, where a whole bag's pass had read up
+// to 128 rows before the next pass read them again from further away. Against whole-bag passes
+// (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, one output buffer): AVX-512 int8
+// 768 bags of 32 / 128 1.17x / 1.24x, int8 1024 1.23x / 1.36x, int8 512 bags of 32 1.14x; AVX2
+// (forced) int8 256 bags of 32 / 128 1.36x / 1.82x, f16 256 1.38x / 1.54x, int4 256 1.28x, int8 448
+// 1.67x; bags of 8 (not tiled) 1.00x. Tiles of 12 against 8: 1.03-1.04x; of 4 0.93-0.97x; of 16 were
+// slower than 8. AVX-512's 16-bit blocks (8 lines of each row; 12 in blocks of 24) lost with tiles:
+// f16 768 bags of 128 0.94x (0.91x), bags of 32 1.00x (0.94x), bf16 768 (0.95x); they keep
+// whole-bag passes. Why the two differ is not known (no counters in the VM). With both changes,
+// against the kernel before them (same runs' conditions): AVX-512 int8 768 bags of 8 / 32 / 128
+// 1.06x / 1.48x / 1.64x; AVX2 int8 256 1.39x / 1.80x, f16 256 1.36x / 1.50x, int4 256 1.28x, int8
+// 448 1.63x; SSE4.2 int8 256 1.49x; controls (f16 768 on AVX-512, f32 256 and 768, f16 256 in
+// registers, AVX2 f16 bags of 8) 0.99-1.01x.
 constexpr std::uint64_t kBlockPassRowBytes = 8 * 64;
 constexpr std::uint64_t kBlockPassDistance = 12;
 template <DType TD>
-constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? 16 : TD == DType::kInt4Rowwise ? 8 : 12;
+constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? (TD == DType::kInt8Rowwise ? 24 : 16)
+                                            : TD == DType::kInt4Rowwise ? 8
+                                                                        : 12;
+constexpr std::uint64_t kTiledBlockBytes = 6 * 64;
+template <DType TD>
+constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlockPassVectors<TD> * Traits::kWidth) <= kTiledBlockBytes;
 // Such a row is one chunk (int4 holds 2 codes a byte; AVX-512 asks for at most kChunkFloats values),
 // so only the first chunk's pass prefetches.
 static_assert(2 * kBlockPassRowBytes <= kChunkFloats);
@@ -483,10 +543,21 @@ inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint6
                               bool first_pass) {
   constexpr std::uint64_t kBlock = kBlockPassVectors<TD>;
   constexpr std::uint64_t W = Traits::kWidth;
-  std::uint64_t v = 0;
-  for (; v + kBlock <= vectors; v += kBlock) pool_block<kBlock>(bag, j + v * W, out + v * W, first_pass);
-  if (v < vectors) {
-    pool_block_of(bag, j + v * W, vectors - v, out + v * W, first_pass, std::make_index_sequence<kBlock>());
+  constexpr bool kTiled = kTilesBlockPasses<TD>;
+  const std::uint64_t first = bag.first, last = bag.last;
+  for (std::uint64_t from = first;;) {  // once, for an empty bag too
+    const bool finishes = !kTiled || last - from <= kBlockPassDistance;
+    const RowTile tile{from, finishes ? last : from + kBlockPassDistance, from != first, finishes};
+    std::uint64_t v = 0;
+    for (; v + kBlock <= vectors; v += kBlock) {
+      pool_block<kBlock, TD, P, false, kTiled>(bag, j + v * W, out + v * W, first_pass, tile);
+    }
+    if (v < vectors) {
+      pool_block_of<false, kTiled>(bag, j + v * W, vectors - v, out + v * W, first_pass, tile,
+                                   std::make_index_sequence<kBlock>());
+    }
+    if (finishes) return;
+    from = tile.to;
   }
 }
 
@@ -503,9 +574,11 @@ inline void pool_chunk(const Bag<TD, P>& bag, std::uint64_t c, std::uint64_t cou
       pool_rows(bag, c, whole / W, chunk, first_pass);
     }
   } else if (whole > 0 && first_pass && bag.ahead.interleaved) {  // the whole row (c == 0), read the first time
-    pool_block_of<true>(bag, c, whole / W, chunk, first_pass, std::make_index_sequence<kRegisterVectors<TD>>());
+    pool_block_of<true>(bag, c, whole / W, chunk, first_pass, whole_bag(bag),
+                        std::make_index_sequence<kRegisterVectors<TD>>());
   } else if (whole > 0) {
-    pool_block_of(bag, c, whole / W, chunk, first_pass, std::make_index_sequence<kRegisterVectors<TD>>());
+    pool_block_of(bag, c, whole / W, chunk, first_pass, whole_bag(bag),
+                  std::make_index_sequence<kRegisterVectors<TD>>());
   }
   for (std::uint64_t k = whole; k < count; ++k) chunk[k] = pool_one(bag, c + k);
 }
@@ -572,7 +645,7 @@ __attribute__((flatten)) void pool_bags_in_registers(const PoolArgs& a, std::uin
   float* out = static_cast<float*>(a.out);
   for (std::uint64_t b = begin; b < end; ++b) {
     const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead};
-    pool_block<kVectors, TD, P, kInterleaved>(bag, 0, out + b * a.dim, true);
+    pool_block<kVectors, TD, P, kInterleaved>(bag, 0, out + b * a.dim, true, whole_bag(bag));
   }
 }
 
