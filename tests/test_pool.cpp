@@ -94,12 +94,12 @@ struct Bags {
 std::vector<Bags> bag_sets(std::uint64_t vocab, std::mt19937& rng) {
   std::uniform_int_distribution<std::int64_t> id(0, static_cast<std::int64_t>(vocab) - 1);
   std::vector<Bags> all;
-  // 9, 12, 14 and 25: wide rows are pooled 8 and 4 at a time, then one by one (bag_body.inl's
-  // pool_rows); block passes over bags of more than 12 ids go in tiles of 12 rows (12 + 2, 12 + 12 +
-  // 1), a bag of 12 in one.
-  Bags ragged{"ragged 0,3,0,1,9,12,14,25,0 (empty first, middle, last)"};
+  // 9, 12, 14, 24 and 25: wide rows are pooled 8 and 4 at a time, then one by one (bag_body.inl's
+  // pool_rows); block passes over bags of more than 12 ids go in tiles of 12 rows (12 + 2, 12 + 12,
+  // 12 + 12 + 1), a bag of 12 in one.
+  Bags ragged{"ragged 0,3,0,1,9,12,14,24,25,0 (empty first, middle, last)"};
   ragged.offsets = {0};
-  for (std::uint64_t size : {0, 3, 0, 1, 9, 12, 14, 25, 0}) {
+  for (std::uint64_t size : {0, 3, 0, 1, 9, 12, 14, 24, 25, 0}) {
     for (std::uint64_t k = 0; k < size; ++k) ragged.ids.push_back(id(rng));
     ragged.offsets.push_back(ragged.ids.size());
   }

@@ -39,7 +39,7 @@
 // int4 256 1.86x, against pool_rows and its staged rows.
 template <DType TD>
 constexpr std::uint64_t kRegisterVectors = Traits::kWidth == 1 || Traits::kWidth == 16 ? 16 : 8;
-constexpr std::uint64_t kChunkFloats = 1024;  // 4 KiB of L1; a multiple of 16 (the norm's lanes) and of every block
+constexpr std::uint64_t kChunkFloats = 1024;  // 4 KiB of L1; a multiple of 16 (the norm's lanes) and of a register block
 static_assert(kChunkFloats % kNormLanes == 0 &&
               kChunkFloats % (kRegisterVectors<DType::kF32> * Traits::kWidth) == 0);  // the most of any dtype
 
@@ -229,8 +229,8 @@ struct Bag {
 
 // The rows of a bag that one pass of pool_block pools: all of them, or a tile of them
 // (pool_block_passes). A tile after the first adds to the sums a previous one stored in `out`
-// (stored and loaded as f32: the same operations), and only the last makes the result (the mean
-// over the whole bag, the output scale).
+// (or the running maximum; stored and loaded as f32: the same operations), and only the last makes
+// the result (the mean over the whole bag, the output scale).
 struct RowTile {
   std::uint64_t from, to;  // ids [from, to)
   bool resumes;            // a tile after the first: the sums so far are in `out`
@@ -469,8 +469,8 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 
 // With 16 vector registers (AVX2, SSE4.2), a chunk of more than kRegisterVectors vectors of 16-bit
 // or quantized rows of at most kBlockPassRowBytes is pooled in blocks of kBlockPassVectors<TD>,
-// each block one pass of pool_block over the bag's rows (their later columns come from L1 or L2 in
-// the later passes), each pass prefetching its own columns of the row kBlockPassDistance ids ahead,
+// each block one pass of pool_block over the bag's rows, or over a tile of them (below; their later
+// columns come from L1 or L2 in the later passes), each pass prefetching its own columns of the row kBlockPassDistance ids ahead,
 // as FBGEMM's EmbeddingSpMDM kernels do. pool_rows' loop is a load, an add and a store per vector
 // and row, so the core's window held little more than one 512-byte f16 row and the misses of
 // successive rows hardly overlapped: f16 256 bags pooled 3.5 M rows/s, no faster than f32 rows of
@@ -483,7 +483,7 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 // (bags of 8 1.06x), int8 768 0.76x; f32 rows too (f32 256 0.8x, f32 768 0.6x in a 3-round sweep),
 // so they keep pool_rows. 8, 12 and 16 ids ahead were within the noise of each other.
 // With AVX-512, 16-bit and int8 rows wider than the registers, up to a chunk (kChunkFloats values),
-// go in blocks of 16 vectors. Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16, 1 thread, tables 3.9x
+// go in blocks of 16 vectors (int8 since in blocks of 24: below). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16, 1 thread, tables 3.9x
 // the LLC, 5 rounds, against pool_rows): f16 768 bags of 8 / 32 1.16x / 1.22x, mean + normalize
 // 1.25x; int8 768 1.60x / 1.10x; f16 512 1.33x. f32 and int4 rows lost and keep pool_rows: f32 768
 // 0.69x, int4 768 0.94x. 16 ids ahead against 12: 0.97-1.09x. bf16 (decoded as f16 is, by a
@@ -502,7 +502,7 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 //
 // A bag of more than kBlockPassDistance ids is pooled in tiles of that many rows, every block's pass
 // over a tile before the next tile (pool_block's from and to), when a block is at most
-// kTiledBlockBytes of each row: 1-6 lines of each of 12 rows, where a whole bag's pass had read up
+// kTiledBlockBytes of each row: at most 6 lines of each of 12 rows, where a whole bag's pass had read up
 // to 128 rows before the next pass read them again from further away. Against whole-bag passes
 // (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, one output buffer): AVX-512 int8
 // 768 bags of 32 / 128 1.17x / 1.24x, int8 1024 1.23x / 1.36x, int8 512 bags of 32 1.14x; AVX2
