@@ -233,12 +233,10 @@ struct Bag {
 // the result (the mean over the whole bag, the output scale).
 struct RowTile {
   std::uint64_t from, to;  // ids [from, to)
-  bool resumes;            // a tile after the first: the sums so far are in `out`
-  bool finishes;           // the last tile: the result is made
 };
 template <DType TD, IdPath P>
 inline RowTile whole_bag(const Bag<TD, P>& bag) noexcept {
-  return {bag.first, bag.last, false, true};
+  return {bag.first, bag.last};
 }
 
 // Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kBlockPassVectors<TD> in block
@@ -259,8 +257,9 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   constexpr std::uint64_t vectors = kVectors;
   static_assert(kVectors <= 32, "the unroll pragmas below");
   const PoolArgs& a = bag.a;
-  const bool resumes = kTiled && tile.resumes, finishes = !kTiled || tile.finishes;
   const std::uint64_t from = kTiled ? tile.from : bag.first, to = kTiled ? tile.to : bag.last;
+  const bool resumes = from != bag.first;  // the sums so far are in `out`
+  const bool finishes = to == bag.last;    // the result is made
   V acc[kVectors];
 #pragma GCC unroll 32
   for (std::uint64_t v = 0; v < kVectors; ++v) {
@@ -547,7 +546,7 @@ inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint6
   const std::uint64_t first = bag.first, last = bag.last;
   for (std::uint64_t from = first;;) {  // once, for an empty bag too
     const bool finishes = !kTiled || last - from <= kBlockPassDistance;
-    const RowTile tile{from, finishes ? last : from + kBlockPassDistance, from != first, finishes};
+    const RowTile tile{from, finishes ? last : from + kBlockPassDistance};
     std::uint64_t v = 0;
     for (; v + kBlock <= vectors; v += kBlock) {
       pool_block<kBlock, TD, P, false, kTiled>(bag, j + v * W, out + v * W, first_pass, tile);
