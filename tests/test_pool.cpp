@@ -28,16 +28,29 @@ struct PoolModel {
   PoolingMode pooling = PoolingMode::kNone;
   bool normalize = false;
   double token_scale = 1.0;
+  double output_scale = 1.0;
+  // An int32 [1, mapped_ids] ids.map table: id i reads token row (7 * i + 3) % vocab (several ids
+  // share a row, as in model2vec's quantized vocabularies); ids outside [0, mapped_ids) read row 0.
+  std::uint64_t mapped_ids = 0;
+  std::uint64_t ids() const { return mapped_ids != 0 ? mapped_ids : vocab; }
 };
+
+std::int32_t mapped_row(std::uint64_t id, std::uint64_t vocab) { return static_cast<std::int32_t>((7 * id + 3) % vocab); }
 
 std::string write_pool_model(TempDir& dir, const PoolModel& s, const std::string& name) {
   std::vector<TableSpec> specs = {{"tok", Role::kToken, s.dtype, s.vocab, s.dim}};
-  if (s.weights_table) specs.push_back({"w", Role::kOther, DType::kF32, 1, s.vocab});
+  if (s.weights_table) specs.push_back({"w", Role::kOther, DType::kF32, 1, s.ids()});
+  if (s.mapped_ids != 0) specs.push_back({"map", Role::kOther, DType::kInt32, 1, s.mapped_ids});
   Metadata meta;
   meta.pooling = s.pooling;
   meta.normalize = s.normalize;
   meta.token_scale = s.token_scale;
+  meta.output_scale = s.output_scale;
   if (s.weights_table) meta.pooling_weights_table = "w";
+  if (s.mapped_ids != 0) {
+    meta.id_map_table = "map";
+    meta.out_of_range = OutOfRangeIds::kRowZero;
+  }
   const std::string path = dir.file(name);
   auto writer = TableFileWriter::begin(path, specs, meta, {.overwrite = true, .sync = false});
   REQUIRE(writer);
@@ -55,7 +68,11 @@ std::string write_pool_model(TempDir& dir, const PoolModel& s, const std::string
           // (Codes clamped before the conversion: a float outside the integer type is undefined.)
           case DType::kInt8Rowwise: row[j] = static_cast<std::byte>(static_cast<std::int8_t>(std::clamp(v * 40, -127.0f, 127.0f))); break;
           case DType::kInt4Rowwise: row[j / 2] |= static_cast<std::byte>(static_cast<unsigned>(std::clamp(v * 8 + 8, 0.0f, 15.0f)) << (4 * (j % 2))); break;
-          case DType::kInt32: break;  // (not a value table)
+          case DType::kInt32: {  // the ids.map
+            const std::int32_t row_of_id = mapped_row(j, s.vocab);
+            std::memcpy(row.data() + 4 * j, &row_of_id, 4);
+            break;
+          }
         }
       }
       if (specs[t].dtype == DType::kInt8Rowwise) {
@@ -233,6 +250,102 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
                     }
                     REQUIRE(wrong == 0);
                   }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The kernels' general id path (an id map, ids outside it reading row 0) and both scales, which
+// the test above never combines with the block passes, their tiles or the threaded split: pooled
+// and gathered, bit-identical to the reference (no normalization), on every ISA.
+TEST_CASE("pool and embed: an id map, ids outside it reading row 0 and both scales, on every path") {
+  TempDir dir;
+  std::mt19937 rng(5);
+  int model_index = 0;
+  constexpr std::uint64_t kMappedIds = 53;
+  // A ragged set whose bags cross the tiles (12 + 2, 12 + 12 + 1, 12 * 3 + 4) and a uniform one;
+  // about one id in ten lies outside the map, negative or past it.
+  std::uniform_int_distribution<std::int64_t> id(-4, static_cast<std::int64_t>(kMappedIds) + 3);
+  std::vector<Bags> sets(2);
+  sets[0].name = "ragged 0,3,1,12,14,25,0,40";
+  sets[0].offsets = {0};
+  for (std::uint64_t size : {0, 3, 1, 12, 14, 25, 0, 40}) {
+    for (std::uint64_t k = 0; k < size; ++k) sets[0].ids.push_back(id(rng));
+    sets[0].offsets.push_back(sets[0].ids.size());
+  }
+  sets[1].name = "uniform 12 bags of 8";
+  sets[1].bags = 12;
+  for (int k = 0; k < 96; ++k) sets[1].ids.push_back(id(rng));
+  std::size_t outside = 0;
+  for (const Bags& set : sets) {
+    for (std::int64_t v : set.ids) outside += v < 0 || v >= static_cast<std::int64_t>(kMappedIds);
+  }
+  REQUIRE(outside >= 10);
+
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
+    // 7: scalar tails; 65: the chunk path; 128, 256: AVX2 block passes (16-bit and quantized) and
+    // AVX-512 rows in registers; 300, 769: AVX-512 block passes (tiled for int8); 2100: pool_rows.
+    for (std::uint64_t dim : {7, 65, 128, 256, 300, 769, 2100}) {
+      for (bool weights_table : {false, true}) {
+        PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table, .token_scale = 1.75,
+                       .output_scale = 0.6, .mapped_ids = kMappedIds};
+        auto model = Model::open(write_pool_model(dir, spec, "m" + std::to_string(model_index++) + ".embt"));
+        REQUIRE(model);
+        REQUIRE(model->outputs()[0].vocab_size() == kMappedIds);
+        for (const Bags& set : sets) {
+          const std::uint64_t bags = set.offsets.empty() ? set.bags : set.offsets.size() - 1;
+          std::vector<std::int32_t> ids32(set.ids.begin(), set.ids.end());
+          std::vector<float> request_weights(set.ids.size());
+          for (float& w : request_weights) w = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
+          std::vector<float> want_embed(set.ids.size() * dim);
+          REQUIRE(reference_embed(*model, set.ids, 1, 0, want_embed));
+          for (PoolingMode mode : {PoolingMode::kSum, PoolingMode::kMean, PoolingMode::kMax}) {
+            for (bool with_weights : {false, true}) {
+              if (mode == PoolingMode::kMax && (with_weights || weights_table)) continue;
+              CAPTURE(dtype_name(dtype));
+              CAPTURE(dim);
+              CAPTURE(weights_table);
+              CAPTURE(set.name);
+              CAPTURE(pooling_mode_name(mode));
+              CAPTURE(with_weights);
+              const std::span<const float> weights = with_weights ? std::span<const float>(request_weights)
+                                                                  : std::span<const float>();
+              std::vector<float> want(bags * dim);
+              REQUIRE(reference_pool(*model, 0, set.ids, set.offsets, set.bags, weights, mode, false, want));
+              BagRequest r;
+              r.ids = set.ids;
+              r.offsets = set.offsets;
+              r.bags = set.bags;
+              r.weights = weights;
+              r.mode = mode;
+              r.normalize = false;
+              for (Isa isa : supported_isas()) {
+                for (std::size_t inline_bytes : {std::size_t{0}, std::size_t{1} << 30}) {
+                  CAPTURE(isa_name(isa));
+                  CAPTURE(inline_bytes);
+                  auto e = Embedder::create(*model, {.isa = isa, .inline_bytes = inline_bytes});
+                  REQUIRE(e);
+                  bool ok = false;
+                  const auto got = run_pool<float>(*e, r, bags * dim, ok);
+                  REQUIRE(ok);
+                  REQUIRE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+                  BagRequest r32 = r;
+                  r32.ids = ids32;
+                  const auto got32 = run_pool<float>(*e, r32, bags * dim, ok);
+                  REQUIRE(ok);
+                  REQUIRE(std::memcmp(got32.data(), want.data(), got.size() * 4) == 0);
+                  if (mode != PoolingMode::kSum || with_weights) continue;
+                  // The same ids gathered, one row each (once per model, set, ISA and split).
+                  EmbedRequest er;
+                  er.ids = set.ids;
+                  std::vector<float> rows(set.ids.size() * dim);
+                  REQUIRE(e->embed(er, OutputSpan(rows)));
+                  REQUIRE(std::memcmp(rows.data(), want_embed.data(), rows.size() * 4) == 0);
                 }
               }
             }
