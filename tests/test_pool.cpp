@@ -288,8 +288,10 @@ TEST_CASE("pool and embed: an id map, ids outside it reading row 0 and both scal
   REQUIRE(outside >= 10);
 
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
-    // 7: scalar tails; 65: the chunk path; 128, 256: AVX2 block passes (16-bit and quantized) and
-    // AVX-512 rows in registers; 300, 769: AVX-512 block passes (tiled for int8); 2100: pool_rows.
+    // The paths of the test above (its list of dims), less the plain path's loop over bags, which
+    // the general id path never takes: 7 (tails), 65 (the chunk path), 128 and 256 (AVX2 block
+    // passes; AVX-512 rows that fit the registers), 300 and 769 (AVX-512 block passes, tiled for
+    // int8; int4 300 staged), 2100 (pool_rows).
     for (std::uint64_t dim : {7, 65, 128, 256, 300, 769, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table, .token_scale = 1.75,

@@ -531,10 +531,14 @@ template <DType TD>
 constexpr bool kPoolsInBlockPasses = ((Traits::kWidth == 4 || Traits::kWidth == 8) && TD != DType::kF32) ||
                                       (Traits::kWidth == 16 && TD != DType::kF32 && TD != DType::kInt4Rowwise);
 
-// The block passes' prefetch plan, for the range's first rows: the first block's lines.
+// The block passes' prefetch plan, for the range's first rows: the first block's lines, or the
+// row's where it is shorter than a block (AVX-512 int8 dims 272-312: 5 lines with the scale and
+// bias, where a block is 6).
 template <DType TD>
-constexpr PrefetchPlan block_pass_plan() {
-  return {kBlockPassDistance, whole_lines(table_bytes<TD>(kBlockPassVectors<TD> * Traits::kWidth))};
+constexpr PrefetchPlan block_pass_plan(std::uint64_t table_row_bytes) {
+  const std::uint64_t block_bytes = whole_lines(table_bytes<TD>(kBlockPassVectors<TD> * Traits::kWidth));
+  const std::uint64_t row_bytes = whole_lines(table_row_bytes);
+  return {kBlockPassDistance, block_bytes < row_bytes ? block_bytes : row_bytes};
 }
 
 template <DType TD, IdPath P>
@@ -674,7 +678,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   // (in_registers rows are such rows: pool_bags_in_registers asks the same at compile time)
   const bool interleaved = dim / W <= kRegisterVectors<TD> && interleaves_prefetch<TD>(table_bytes<TD>(dim / W * W));
   const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes)
-                            : block_passes ? block_pass_plan<TD>()
+                            : block_passes ? block_pass_plan<TD>(table_row_bytes)
                                            : bag_prefetch_plan<TD>(table_row_bytes);
   const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), block_passes, interleaved};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
