@@ -283,9 +283,14 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
     float qs, qb;
     row_quantization<TD>(row, a.params_offset, qs, qb);
     const V w(weighted ? bag.weight(i) : 1.0f);
+    // The loads address the block's vectors from its first byte, as displacements. From the row,
+    // at table_bytes(j + v * W), GCC kept every vector's offset in a register across the rows, and
+    // blocks of 16 or 24 vectors outnumbered the general registers: the offsets went to vector
+    // registers, a vmovq before most loads of a block pass.
+    const std::byte* block = row + table_bytes<TD>(j);
 #pragma GCC unroll 32
     for (std::uint64_t v = 0; v < vectors; ++v) {
-      V x = load<TD>(row, j + v * W, qs, qb);
+      V x = load<TD>(block, v * W, qs, qb);
       if constexpr (kInterleaved) {
         prefetch_line_ahead<table_bytes<TD>(W)>(ahead_row, table_bytes<TD>(v * W));
       }
