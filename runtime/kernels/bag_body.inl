@@ -239,7 +239,7 @@ inline RowTile whole_bag(const Bag<TD, P>& bag) noexcept {
   return {bag.first, bag.last};
 }
 
-// Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kBlockPassVectors<TD> in block
+// Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kWideBlockPassVectors<TD> in block
 // passes) of every row of the bag into out[0, kVectors * W): the f32 operations of the comment
 // above, before the normalization. The count is a template argument so that the accumulators stay
 // in registers (with a run-time count GCC kept them on the stack: a load and a store per vector
@@ -525,9 +525,27 @@ template <DType TD>
 constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? (TD == DType::kInt8Rowwise ? 24 : 16)
                                             : TD == DType::kInt4Rowwise ? 8
                                                                         : 12;
-constexpr std::uint64_t kTiledBlockBytes = 6 * 64;
+// AVX-512 16-bit rows of more than two such blocks (dims 528-1024) go in blocks of 30 vectors, as
+// many as the registers hold beside the load's and a spare (FBGEMM's JIT kernels take 31): f16 768
+// in passes of 30 and 18 vectors (15 and 9 lines of each row) rather than three of 16. Against
+// blocks of 16 (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, one output buffer,
+// after 64155d6): f16 768 bags of 8 / 32 / 128 1.028x / 1.041x / 1.033x, mean + normalize 1.021x,
+// bf16 768 1.059x, f16 528 1.057x, f16 1024 1.043x; controls f16 512 (16s either way) 1.013x, int8
+// 768 1.005x. An earlier run: f16 640 1.036x; each line of the row ahead prefetched after the load
+// of the same line of this row, 16 ids ahead, as FBGEMM's do, was no further gain (1.015x to 1.068x
+// against 1.007x to 1.073x without). Rows of 32 vectors keep two passes of 16: one of 30 and one of
+// 2 pooled f16 512 0.937x.
 template <DType TD>
-constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlockPassVectors<TD> * Traits::kWidth) <= kTiledBlockBytes;
+constexpr std::uint64_t kWideBlockPassVectors =
+    Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16) ? 30 : kBlockPassVectors<TD>;
+// The vectors of a block for rows of `vectors` vectors.
+template <DType TD>
+constexpr std::uint64_t block_pass_vectors(std::uint64_t vectors) {
+  return vectors > 2 * kBlockPassVectors<TD> ? kWideBlockPassVectors<TD> : kBlockPassVectors<TD>;
+}
+constexpr std::uint64_t kTiledBlockBytes = 6 * 64;
+template <DType TD, std::uint64_t kBlock = kBlockPassVectors<TD>>
+constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlock * Traits::kWidth) <= kTiledBlockBytes;
 // Such a row is one chunk (int4 holds 2 codes a byte; AVX-512 asks for at most kChunkFloats values),
 // so only the first chunk's pass prefetches.
 static_assert(2 * kBlockPassRowBytes <= kChunkFloats);
@@ -540,18 +558,17 @@ constexpr bool kPoolsInBlockPasses = ((Traits::kWidth == 4 || Traits::kWidth == 
 // row's where it is shorter than a block (AVX-512 int8 dims 272-312: 5 lines with the scale and
 // bias, where a block is 6).
 template <DType TD>
-constexpr PrefetchPlan block_pass_plan(std::uint64_t table_row_bytes) {
-  const std::uint64_t block_bytes = whole_lines(table_bytes<TD>(kBlockPassVectors<TD> * Traits::kWidth));
+constexpr PrefetchPlan block_pass_plan(std::uint64_t table_row_bytes, std::uint64_t row_vectors) {
+  const std::uint64_t block_bytes = whole_lines(table_bytes<TD>(block_pass_vectors<TD>(row_vectors) * Traits::kWidth));
   const std::uint64_t row_bytes = whole_lines(table_row_bytes);
   return {kBlockPassDistance, block_bytes < row_bytes ? block_bytes : row_bytes};
 }
 
-template <DType TD, IdPath P>
-inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out,
-                              bool first_pass) {
-  constexpr std::uint64_t kBlock = kBlockPassVectors<TD>;
+template <std::uint64_t kBlock, DType TD, IdPath P>
+inline void pool_block_passes_of(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out,
+                                 bool first_pass) {
   constexpr std::uint64_t W = Traits::kWidth;
-  constexpr bool kTiled = kTilesBlockPasses<TD>;
+  constexpr bool kTiled = kTilesBlockPasses<TD, kBlock>;
   const std::uint64_t first = bag.first, last = bag.last;
   for (std::uint64_t from = first;;) {  // once, for an empty bag too
     const bool finishes = !kTiled || last - from <= kBlockPassDistance;
@@ -567,6 +584,17 @@ inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint6
     if (finishes) return;
     from = tile.to;
   }
+}
+
+template <DType TD, IdPath P>
+inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out,
+                              bool first_pass) {
+  if constexpr (kWideBlockPassVectors<TD> != kBlockPassVectors<TD>) {
+    if (block_pass_vectors<TD>(vectors) == kWideBlockPassVectors<TD>) {
+      return pool_block_passes_of<kWideBlockPassVectors<TD>>(bag, j, vectors, out, first_pass);
+    }
+  }
+  pool_block_passes_of<kBlockPassVectors<TD>>(bag, j, vectors, out, first_pass);
 }
 
 // Values [c, c + count) of the pooled vector (before normalization) into chunk[0, count).
@@ -683,7 +711,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   // (in_registers rows are such rows: pool_bags_in_registers asks the same at compile time)
   const bool interleaved = dim / W <= kRegisterVectors<TD> && interleaves_prefetch<TD>(table_bytes<TD>(dim / W * W));
   const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes)
-                            : block_passes ? block_pass_plan<TD>(table_row_bytes)
+                            : block_passes ? block_pass_plan<TD>(table_row_bytes, dim / W)
                                            : bag_prefetch_plan<TD>(table_row_bytes);
   const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), block_passes, interleaved};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
