@@ -30,7 +30,8 @@ struct PoolModel {
   double token_scale = 1.0;
   double output_scale = 1.0;
   // An int32 [1, mapped_ids] ids.map table: id i reads token row (7 * i + 3) % vocab (several ids
-  // share a row, as in model2vec's quantized vocabularies); ids outside [0, mapped_ids) read row 0.
+  // share a row, as in model2vec's quantized vocabularies); ids outside [0, mapped_ids) read as id 0
+  // (FORMAT.md: row 3 here).
   std::uint64_t mapped_ids = 0;
   std::uint64_t ids() const { return mapped_ids != 0 ? mapped_ids : vocab; }
 };
@@ -146,6 +147,18 @@ std::vector<float> run_pool(const Embedder& e, const BagRequest& r, std::uint64_
   return values;
 }
 
+// A request for the bags of `set`.
+BagRequest request_for(const Bags& set, std::span<const float> weights, PoolingMode mode, bool normalize) {
+  BagRequest r;
+  r.ids = set.ids;
+  r.offsets = set.offsets;
+  r.bags = set.bags;
+  r.weights = weights;
+  r.mode = mode;
+  r.normalize = normalize;
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
@@ -160,12 +173,14 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
     //    ahead line by line (interleaves_prefetch), int8 64 with its scale and bias in line two;
     //  - those rows, and 65 (AVX2, AVX-512) and 200 (AVX-512), rows with a tail, in the chunk path
     //    (normalized, weighted, 16-bit outputs), the same prefetch on the first pass;
-    //  - 128 and 256 (AVX2 16-bit and quantized), 300 (AVX2 quantized, AVX-512 16-bit and int8) and
-    //    769 (AVX-512 16-bit and int8): block passes, in tiles of rows but with AVX-512 16-bit rows;
+    //  - 65 (SSE4.2), 128 and 256 (AVX2 and SSE4.2 16-bit and quantized), 300 (AVX2 and SSE4.2
+    //    quantized, AVX-512 16-bit and int8), 769 and 1024 (AVX-512 16-bit and int8; AVX2 and SSE4.2
+    //    int4 769): block passes, in tiles of rows but with AVX-512 16-bit rows, which a plain
+    //    request pools 30 vectors a pass at 769 (30 + 18) and 1024 (30 + 30 + 4), others 16;
     //  - 300 with AVX-512 int4: rows pooled from L1 copies of 16 ids at a time (RowStage), which the
     //    ragged set's bag of 14 and the uniform set's bags of 8 cross;
     //  - the rest (f32 rows wider than the registers, 2100): pool_rows.
-    for (std::uint64_t dim : {1, 7, 17, 32, 64, 65, 128, 200, 208, 256, 300, 769, 2100}) {
+    for (std::uint64_t dim : {1, 7, 17, 32, 64, 65, 128, 200, 208, 256, 300, 769, 1024, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,
                        .token_scale = dim == 7 ? 2.5 : 1.0};
@@ -193,13 +208,7 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
                                                                     : std::span<const float>();
                 std::vector<float> want(bags * dim);
                 REQUIRE(reference_pool(*model, 0, set.ids, set.offsets, set.bags, weights, mode, normalize, want));
-                BagRequest r;
-                r.ids = set.ids;
-                r.offsets = set.offsets;
-                r.bags = set.bags;
-                r.weights = weights;
-                r.mode = mode;
-                r.normalize = normalize;
+                const BagRequest r = request_for(set, weights, mode, normalize);
                 std::vector<float> first_isa;
                 for (Isa isa : supported_isas()) {
                   for (std::size_t inline_bytes : {std::size_t{0}, std::size_t{1} << 30}) {
@@ -260,10 +269,10 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
   }
 }
 
-// The kernels' general id path (an id map, ids outside it reading row 0) and both scales, which
-// the test above never combines with the block passes, their tiles or the threaded split: pooled
-// and gathered, bit-identical to the reference (no normalization), on every ISA.
-TEST_CASE("pool and embed: an id map, ids outside it reading row 0 and both scales, on every path") {
+// An id map, ids outside it read as id 0, and both scales, together: the test above has none of
+// them but a token scale at dim 7, so they never met the block passes, their tiles or the threaded
+// split there. Pooled and gathered, bit-identical to the reference (no normalization), on every ISA.
+TEST_CASE("pool and embed: an id map, ids outside it read as id 0 and both scales, on every path") {
   TempDir dir;
   std::mt19937 rng(5);
   int model_index = 0;
@@ -288,10 +297,11 @@ TEST_CASE("pool and embed: an id map, ids outside it reading row 0 and both scal
   REQUIRE(outside >= 10);
 
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
-    // The paths of the test above (its list of dims), less the plain path's loop over bags, which
-    // the general id path never takes: 7 (tails), 65 (the chunk path), 128 and 256 (AVX2 block
-    // passes; AVX-512 rows that fit the registers), 300 and 769 (AVX-512 block passes, tiled for
-    // int8; int4 300 staged), 2100 (pool_rows).
+    // The paths of the test above (its list of dims), as the general id path takes them (never the
+    // plain path's loop over bags, nor blocks of 30): 7 (tails), 65 (the chunk path; SSE4.2 block
+    // passes), 128 and 256 (AVX2 and SSE4.2 block passes but f32; AVX-512 rows that fit the
+    // registers), 300 and 769 (AVX-512 block passes, tiled for int8; AVX2 and SSE4.2 quantized
+    // ones; int4 300 staged), 2100 (pool_rows).
     for (std::uint64_t dim : {7, 65, 128, 256, 300, 769, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table, .token_scale = 1.75,
@@ -319,13 +329,7 @@ TEST_CASE("pool and embed: an id map, ids outside it reading row 0 and both scal
                                                                   : std::span<const float>();
               std::vector<float> want(bags * dim);
               REQUIRE(reference_pool(*model, 0, set.ids, set.offsets, set.bags, weights, mode, false, want));
-              BagRequest r;
-              r.ids = set.ids;
-              r.offsets = set.offsets;
-              r.bags = set.bags;
-              r.weights = weights;
-              r.mode = mode;
-              r.normalize = false;
+              const BagRequest r = request_for(set, weights, mode, false);
               for (Isa isa : supported_isas()) {
                 for (std::size_t inline_bytes : {std::size_t{0}, std::size_t{1} << 30}) {
                   CAPTURE(isa_name(isa));

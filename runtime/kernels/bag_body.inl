@@ -239,7 +239,7 @@ inline RowTile whole_bag(const Bag<TD, P>& bag) noexcept {
   return {bag.first, bag.last};
 }
 
-// Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kWideBlockPassVectors<TD> in block
+// Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kWideBlockPassVectors<TD, P> in block
 // passes) of every row of the bag into out[0, kVectors * W): the f32 operations of the comment
 // above, before the normalization. The count is a template argument so that the accumulators stay
 // in registers (with a run-time count GCC kept them on the stack: a load and a store per vector
@@ -285,8 +285,9 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
     const V w(weighted ? bag.weight(i) : 1.0f);
     // The loads address the block's vectors from its first byte, as displacements. From the row,
     // at table_bytes(j + v * W), GCC kept every vector's offset in a register across the rows, and
-    // blocks of 16 or 24 vectors outnumbered the general registers: the offsets went to vector
-    // registers, a vmovq before most loads of a block pass.
+    // 16-bit blocks of 16 vectors outnumbered the general registers: the offsets went to vector
+    // registers, a vmovq before most loads (65 in the f16 kernel; int8's blocks had none). j is a
+    // multiple of W, so even: an int4 block starts on a byte.
     const std::byte* block = row + table_bytes<TD>(j);
 #pragma GCC unroll 32
     for (std::uint64_t v = 0; v < vectors; ++v) {
@@ -487,7 +488,8 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 // (bags of 8 1.06x), int8 768 0.76x; f32 rows too (f32 256 0.8x, f32 768 0.6x in a 3-round sweep),
 // so they keep pool_rows. 8, 12 and 16 ids ahead were within the noise of each other.
 // With AVX-512, 16-bit and int8 rows wider than the registers, up to a chunk (kChunkFloats values),
-// go in blocks of 16 vectors (int8 since in blocks of 24: below). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16, 1 thread, tables 3.9x
+// go in blocks of 16 vectors (int8 since in blocks of 24, 16-bit rows of more than 32 vectors in
+// blocks of 30: below). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16, 1 thread, tables 3.9x
 // the LLC, 5 rounds, against pool_rows): f16 768 bags of 8 / 32 1.16x / 1.22x, mean + normalize
 // 1.25x; int8 768 1.60x / 1.10x; f16 512 1.33x. f32 and int4 rows lost and keep pool_rows: f32 768
 // 0.69x, int4 768 0.94x. 16 ids ahead against 12: 0.97-1.09x. bf16 (decoded as f16 is, by a
@@ -500,9 +502,10 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 // the Zen 5 (5 rounds, one output buffer, before the tiles below) int8 768 bags of 8 / 32 / 128
 // 1.10x / 1.28x / 1.30x, int8 1024 1.22x, int8 512 1.04x. 16-bit blocks of 24 were no clear gain
 // (f16 768 1.02x / 1.06x / 1.04x, another run 0.99x; f16 512, 640, 1024 1.00-1.02x; beside the
-// tiles 0.96-1.01x) and stay 16. Blocks of 28 were no faster (0.96-1.02x), nor an even split into as
-// few blocks of at most 24 (int8 1024 1.10x where 24, 24, 16 gave 1.22x). f32 rows in blocks of 24
-// lost as in blocks of 16 (f32 768 0.68-0.75x).
+// tiles 0.96-1.01x) and stayed 16 (until blocks of 30, below, with fixed load offsets). Blocks of
+// 28 were no faster (0.96-1.02x), nor an even split into as few blocks of at most 24 (int8 1024
+// 1.10x where 24, 24, 16 gave 1.22x). f32 rows in blocks of 24 lost as in blocks of 16 (f32 768
+// 0.68-0.75x).
 //
 // A bag of more than kBlockPassDistance ids is pooled in tiles of that many rows, every block's pass
 // over a tile before the next tile (pool_block's from and to), when a block is at most
@@ -525,7 +528,8 @@ template <DType TD>
 constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? (TD == DType::kInt8Rowwise ? 24 : 16)
                                             : TD == DType::kInt4Rowwise ? 8
                                                                         : 12;
-// AVX-512 16-bit rows of more than two such blocks (dims 528-1024) go in blocks of 30 vectors, as
+// AVX-512 16-bit rows of more than two such blocks (dims 528-1024) of a plain request go in blocks
+// of 30 vectors, as
 // many as the registers hold beside the load's and a spare (FBGEMM's JIT kernels take 31): f16 768
 // in passes of 30 and 18 vectors (15 and 9 lines of each row) rather than three of 16. Against
 // blocks of 16 (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, one output buffer,
@@ -534,14 +538,18 @@ constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? (TD == DType:
 // 768 1.005x. An earlier run: f16 640 1.036x; each line of the row ahead prefetched after the load
 // of the same line of this row, 16 ids ahead, as FBGEMM's do, was no further gain (1.015x to 1.068x
 // against 1.007x to 1.073x without). Rows of 32 vectors keep two passes of 16: one of 30 and one of
-// 2 pooled f16 512 0.937x.
-template <DType TD>
+// 2 pooled f16 512 0.937x. The general id path keeps blocks of 16: its weight and token scale are
+// two more live registers, and with blocks of 30 GCC left accumulators on the stack (108 and 128
+// zmm stack accesses in its f16 and bf16 pool_bags_on, against 7 and 8).
+template <DType TD, IdPath P>
 constexpr std::uint64_t kWideBlockPassVectors =
-    Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16) ? 30 : kBlockPassVectors<TD>;
+    Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16) && P != IdPath::kGeneral
+        ? 30
+        : kBlockPassVectors<TD>;
 // The vectors of a block for rows of `vectors` vectors.
-template <DType TD>
+template <DType TD, IdPath P>
 constexpr std::uint64_t block_pass_vectors(std::uint64_t vectors) {
-  return vectors > 2 * kBlockPassVectors<TD> ? kWideBlockPassVectors<TD> : kBlockPassVectors<TD>;
+  return vectors > 2 * kBlockPassVectors<TD> ? kWideBlockPassVectors<TD, P> : kBlockPassVectors<TD>;
 }
 constexpr std::uint64_t kTiledBlockBytes = 6 * 64;
 template <DType TD, std::uint64_t kBlock = kBlockPassVectors<TD>>
@@ -557,9 +565,10 @@ constexpr bool kPoolsInBlockPasses = ((Traits::kWidth == 4 || Traits::kWidth == 
 // The block passes' prefetch plan, for the range's first rows: the first block's lines, or the
 // row's where it is shorter than a block (AVX-512 int8 dims 272-312: 5 lines with the scale and
 // bias, where a block is 6).
-template <DType TD>
+template <DType TD, IdPath P>
 constexpr PrefetchPlan block_pass_plan(std::uint64_t table_row_bytes, std::uint64_t row_vectors) {
-  const std::uint64_t block_bytes = whole_lines(table_bytes<TD>(block_pass_vectors<TD>(row_vectors) * Traits::kWidth));
+  const std::uint64_t block_vectors = block_pass_vectors<TD, P>(row_vectors);
+  const std::uint64_t block_bytes = whole_lines(table_bytes<TD>(block_vectors * Traits::kWidth));
   const std::uint64_t row_bytes = whole_lines(table_row_bytes);
   return {kBlockPassDistance, block_bytes < row_bytes ? block_bytes : row_bytes};
 }
@@ -589,9 +598,9 @@ inline void pool_block_passes_of(const Bag<TD, P>& bag, std::uint64_t j, std::ui
 template <DType TD, IdPath P>
 inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out,
                               bool first_pass) {
-  if constexpr (kWideBlockPassVectors<TD> != kBlockPassVectors<TD>) {
-    if (block_pass_vectors<TD>(vectors) == kWideBlockPassVectors<TD>) {
-      return pool_block_passes_of<kWideBlockPassVectors<TD>>(bag, j, vectors, out, first_pass);
+  if constexpr (kWideBlockPassVectors<TD, P> != kBlockPassVectors<TD>) {
+    if (block_pass_vectors<TD, P>(vectors) == kWideBlockPassVectors<TD, P>) {
+      return pool_block_passes_of<kWideBlockPassVectors<TD, P>>(bag, j, vectors, out, first_pass);
     }
   }
   pool_block_passes_of<kBlockPassVectors<TD>>(bag, j, vectors, out, first_pass);
@@ -711,7 +720,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   // (in_registers rows are such rows: pool_bags_in_registers asks the same at compile time)
   const bool interleaved = dim / W <= kRegisterVectors<TD> && interleaves_prefetch<TD>(table_bytes<TD>(dim / W * W));
   const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes)
-                            : block_passes ? block_pass_plan<TD>(table_row_bytes, dim / W)
+                            : block_passes ? block_pass_plan<TD, P>(table_row_bytes, dim / W)
                                            : bag_prefetch_plan<TD>(table_row_bytes);
   const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), block_passes, interleaved};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
