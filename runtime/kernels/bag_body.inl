@@ -239,17 +239,17 @@ inline RowTile whole_bag(const Bag<TD, P>& bag) noexcept {
   return {bag.first, bag.last};
 }
 
-// Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kWideBlockPassVectors<TD, P> in block
-// passes) of every row of the bag into out[0, kVectors * W): the f32 operations of the comment
-// above, before the normalization. The count is a template argument so that the accumulators stay
-// in registers (with a run-time count GCC kept them on the stack: a load and a store per vector
-// and row; and the loops over them are unrolled whole, 32 being at least every count, since a loop
-// left partly rolled indexes them at run time, which put them on the stack too). kInterleaved: the
-// block is the whole row (j == 0), and each of its lines is prefetched in the row ahead after the
-// first load of the same line of this row (interleaves_prefetch).
-// kTiled: only the bag's rows of `tile`, when pool_block_passes pools it in tiles; otherwise the
-// whole bag, and no code for the tiles' loads and stores (with it in every pool_block, AVX-512 f16
-// 768 bags of 8, which are never tiled, pooled 5% slower).
+// Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kWideBlockPassVectors<TD, P> in
+// block passes) of every row of the bag into out[0, kVectors * W): the f32 operations of the
+// comment above, before the normalization. The count is a template argument so that the
+// accumulators stay in registers (with a run-time count GCC kept them on the stack: a load and a
+// store per vector and row; and the loops over them are unrolled whole, 32 being at least every
+// count, since a loop left partly rolled indexes them at run time, which put them on the stack
+// too). kInterleaved: the block is the whole row (j == 0), and each of its lines is prefetched in
+// the row ahead after the first load of the same line of this row (interleaves_prefetch). kTiled:
+// only the bag's rows of `tile`, when pool_block_passes pools it in tiles; otherwise the whole bag,
+// and no code for the tiles' loads and stores (with it in every pool_block, AVX-512 f16 768 bags of
+// 8, which are never tiled, pooled 5% slower).
 template <std::uint64_t kVectors, DType TD, IdPath P, bool kInterleaved = false, bool kTiled = false>
 inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool first_pass, RowTile tile) {
   using V = typename Traits::V;
@@ -529,18 +529,18 @@ constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? (TD == DType:
                                             : TD == DType::kInt4Rowwise ? 8
                                                                         : 12;
 // AVX-512 16-bit rows of more than two such blocks (dims 528-1024) of a plain request go in blocks
-// of 30 vectors, as
-// many as the registers hold beside the load's and a spare (FBGEMM's JIT kernels take 31): f16 768
-// in passes of 30 and 18 vectors (15 and 9 lines of each row) rather than three of 16. Against
-// blocks of 16 (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, one output buffer,
-// after 64155d6): f16 768 bags of 8 / 32 / 128 1.028x / 1.041x / 1.033x, mean + normalize 1.021x,
-// bf16 768 1.059x, f16 528 1.057x, f16 1024 1.043x; controls f16 512 (16s either way) 1.013x, int8
-// 768 1.005x. An earlier run: f16 640 1.036x; each line of the row ahead prefetched after the load
-// of the same line of this row, 16 ids ahead, as FBGEMM's do, was no further gain (1.015x to 1.068x
-// against 1.007x to 1.073x without). Rows of 32 vectors keep two passes of 16: one of 30 and one of
-// 2 pooled f16 512 0.937x. The general id path keeps blocks of 16: its weight and token scale are
-// two more live registers, and with blocks of 30 GCC left accumulators on the stack (108 and 128
-// zmm stack accesses in its f16 and bf16 pool_bags_on, against 7 and 8).
+// of 30 vectors, as many as the registers hold beside the load's and a spare (FBGEMM's JIT kernels
+// take 31): f16 768 in passes of 30 and 18 vectors (15 and 9 lines of each row) rather than three
+// of 16. Against blocks of 16 (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, one
+// output buffer, after 64155d6): f16 768 bags of 8 / 32 / 128 1.028x / 1.041x / 1.033x, mean +
+// normalize 1.021x, bf16 768 1.059x, f16 528 1.057x, f16 1024 1.043x; controls f16 512 (16s either
+// way) 1.013x, int8 768 1.005x. An earlier run: f16 640 1.036x; each line of the row ahead
+// prefetched after the load of the same line of this row, 16 ids ahead, as FBGEMM's do, was no
+// further gain (1.015x to 1.068x against 1.007x to 1.073x without). Rows of 32 vectors keep two
+// passes of 16: one of 30 and one of 2 pooled f16 512 0.937x. The general id path keeps blocks of
+// 16: its weight and token scale are two more live registers, and with blocks of 30 GCC left
+// accumulators on the stack (108 and 128 zmm stack accesses in its f16 and bf16 pool_bags_on,
+// against 7 and 8).
 template <DType TD, IdPath P>
 constexpr std::uint64_t kWideBlockPassVectors =
     Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16) && P != IdPath::kGeneral
@@ -598,10 +598,8 @@ inline void pool_block_passes_of(const Bag<TD, P>& bag, std::uint64_t j, std::ui
 template <DType TD, IdPath P>
 inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out,
                               bool first_pass) {
-  if constexpr (kWideBlockPassVectors<TD, P> != kBlockPassVectors<TD>) {
-    if (block_pass_vectors<TD, P>(vectors) == kWideBlockPassVectors<TD, P>) {
-      return pool_block_passes_of<kWideBlockPassVectors<TD, P>>(bag, j, vectors, out, first_pass);
-    }
+  if (block_pass_vectors<TD, P>(vectors) != kBlockPassVectors<TD>) {
+    return pool_block_passes_of<kWideBlockPassVectors<TD, P>>(bag, j, vectors, out, first_pass);
   }
   pool_block_passes_of<kBlockPassVectors<TD>>(bag, j, vectors, out, first_pass);
 }
