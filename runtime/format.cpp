@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "byte_io.hpp"
+#include "layout.hpp"
 #include "utf8.hpp"
 
 namespace embedrt {
@@ -148,25 +149,17 @@ std::optional<PositionKind> parse_position_kind(std::string_view name) noexcept 
   return std::nullopt;
 }
 
-std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept {
-  switch (dtype) {
-    case DType::kF32: return 4 * dim;
-    case DType::kF16:
-    case DType::kBF16: return 2 * dim;
-    case DType::kInt8Rowwise: return int8_params_offset(dim) + 8;
-    case DType::kInt32: return 4 * dim;
-    case DType::kInt4Rowwise: return int4_params_offset(dim) + 4;
-  }
-  return 0;
+std::uint64_t row_bytes(DType dtype, std::uint64_t dim) noexcept { return detail::row::bytes(dtype, dim); }
+
+std::uint64_t int8_params_offset(std::uint64_t dim) noexcept {
+  return detail::row::params_offset(DType::kInt8Rowwise, dim);
+}
+std::uint64_t int4_params_offset(std::uint64_t dim) noexcept {
+  return detail::row::params_offset(DType::kInt4Rowwise, dim);
 }
 
-std::uint64_t int8_params_offset(std::uint64_t dim) noexcept { return detail::align_up(dim, 4); }
-std::uint64_t int4_params_offset(std::uint64_t dim) noexcept { return detail::align_up(dim / 2 + dim % 2, 4); }
-
 std::uint64_t row_params_offset(DType dtype, std::uint64_t dim) noexcept {
-  if (dtype == DType::kInt8Rowwise) return int8_params_offset(dim);
-  if (dtype == DType::kInt4Rowwise) return int4_params_offset(dim);
-  return 0;
+  return detail::row::params_offset(dtype, dim);
 }
 
 std::uint64_t default_row_stride(DType dtype, std::uint64_t dim) noexcept {

@@ -144,24 +144,16 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
 // f32 64 bags of 8 1.30x, f16 64 and int8 64 bags of 32 1.98x and 2.16x.
 constexpr std::uint64_t kInterleavedRowBytes = 16 * 64;
 
-// Asked at compile time by pool_bags_in_registers (a row of kVectors vectors is table_bytes(kVectors
-// * W) without a quantized row's scale and bias) and at run time by pool_bags_on for the range's
-// plan: the same rule.
+// Whether rows of `values` values (whole vectors) take the interleaved prefetch: asked at compile
+// time by pool_bags_in_registers and at run time by pool_bags_on for the range's plan, the same rule.
 // A row counts its scale and bias (FORMAT.md 4.2: after the codes, aligned to 4 bytes; int8's two
 // f32, int4's two f16) in its lines: an int8 dim-64 row is two lines, and the second line is
 // prefetched with the first. Measured on the Zen 5 (5 rounds, against its first line 12 rows ahead,
 // bag_prefetch_plan): int8 64 bags of 8 / 32 1.177x / 1.181x, int4 128 1.202x, AVX2 (forced) int8 64
 // 1.187x. (On the Zen 3 the pair 12 rows ahead, at the top of the loop, had lost: 0.82x.)
 template <DType TD>
-constexpr std::uint64_t row_span(std::uint64_t value_bytes) {
-  if constexpr (TD == DType::kInt8Rowwise) return (value_bytes + 3) / 4 * 4 + 8;
-  if constexpr (TD == DType::kInt4Rowwise) return (value_bytes + 3) / 4 * 4 + 4;
-  return value_bytes;
-}
-
-template <DType TD>
-constexpr bool interleaves_prefetch(std::uint64_t table_row_bytes) {
-  return row_span<TD>(table_row_bytes) > 64 && table_row_bytes <= kInterleavedRowBytes;
+constexpr bool interleaves_prefetch(std::uint64_t values) {
+  return detail::row::bytes(TD, values) > 64 && table_bytes<TD>(values) <= kInterleavedRowBytes;
 }
 
 // The ids of one bag and what pooling them needs.
@@ -684,7 +676,7 @@ inline std::uint64_t first_id_of(const PoolArgs& a, std::uint64_t b) noexcept {
 template <std::uint64_t kVectors, DType TD, IdPath P>
 __attribute__((flatten)) void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_t end,
                                                      const RowPrefetch& ahead) {
-  constexpr bool kInterleaved = interleaves_prefetch<TD>(table_bytes<TD>(kVectors * Traits::kWidth));
+  constexpr bool kInterleaved = interleaves_prefetch<TD>(kVectors * Traits::kWidth);
   float* out = static_cast<float*>(a.out);
   for (std::uint64_t b = begin; b < end; ++b) {
     const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead};
@@ -716,7 +708,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   const bool in_registers = kPoolInPlace && P != IdPath::kGeneral && !a.normalize && dim % W == 0 &&
                             dim / W <= kRegisterVectors<TD>;
   // (in_registers rows are such rows: pool_bags_in_registers asks the same at compile time)
-  const bool interleaved = dim / W <= kRegisterVectors<TD> && interleaves_prefetch<TD>(table_bytes<TD>(dim / W * W));
+  const bool interleaved = dim / W <= kRegisterVectors<TD> && interleaves_prefetch<TD>(dim / W * W);
   const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes)
                             : block_passes ? block_pass_plan<TD, P>(table_row_bytes, dim / W)
                                            : bag_prefetch_plan<TD>(table_row_bytes);

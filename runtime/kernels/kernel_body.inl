@@ -448,14 +448,11 @@ inline void row_quantization(const std::byte* row, std::uint64_t params_offset, 
 
 constexpr std::uint64_t out_size(OutputDType od) { return od == OutputDType::kF32 ? 4 : 2; }
 
-// The bytes holding a table row's first n elements (int4: two a byte): format.hpp's row_bytes
-// without the quantization parameters, known at compile time for the prefetch loops.
+// The bytes holding a table row's first n elements (int4: two a byte), without a quantized row's
+// scale and bias: layout.hpp's, known at compile time for the prefetch loops.
 template <DType TD>
 constexpr std::uint64_t table_bytes(std::uint64_t n) {
-  if constexpr (TD == DType::kF32) return 4 * n;
-  if constexpr (TD == DType::kF16 || TD == DType::kBF16) return 2 * n;
-  if constexpr (TD == DType::kInt8Rowwise) return n;
-  if constexpr (TD == DType::kInt4Rowwise) return (n + 1) / 2;
+  return detail::row::value_bytes(TD, n);
 }
 
 // Tables whose rows carry their own scale and bias (after the codes, at params_offset).

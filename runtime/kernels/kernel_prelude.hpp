@@ -9,3 +9,4 @@
 
 #include "embedrt/half.hpp"
 #include "kernels/kernel_args.hpp"
+#include "layout.hpp"
