@@ -278,9 +278,16 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
     // The loads address the block's vectors from its first byte, as displacements. From the row,
     // at table_bytes(j + v * W), GCC kept every vector's offset in a register across the rows, and
     // 16-bit blocks of 16 vectors outnumbered the general registers: the offsets went to vector
-    // registers, a vmovq before most loads (65 in the f16 kernel; int8's blocks had none). j is a
-    // multiple of W, so even: an int4 block starts on a byte.
+    // registers, a vmovq before most loads (65 in the f16 kernel). It still did so for int8 blocks
+    // (pool_block<24>: 23 offsets loaded from the stack and 9 vmovq a row), folding `block` back
+    // into the row: the empty asm hides how `block` was made, so each load is `block` plus a
+    // constant. Against without it (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, two
+    // runs): int8 768 bags of 8 / 32 / 128 1.03-1.04x / 1.02-1.03x / 1.02x, mean + normalize
+    // 1.01-1.03x, int8 512 1.02x, int8 1024 1.00x; AVX2 (forced) int8 256 1.02x, f16 and int4 256
+    // 1.01x. The interleaved whole rows (j == 0) keep GCC's addressing: with the asm there too,
+    // int8 256 bags pooled 0.985x. j is a multiple of W, so even: an int4 block starts on a byte.
     const std::byte* block = row + table_bytes<TD>(j);
+    if constexpr (!kInterleaved) asm("" : "+r"(block));
 #pragma GCC unroll 32
     for (std::uint64_t v = 0; v < vectors; ++v) {
       V x = load<TD>(block, v * W, qs, qb);
