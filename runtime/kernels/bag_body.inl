@@ -86,7 +86,8 @@ inline IdPath bag_path(const PoolArgs& a) noexcept {
 constexpr std::uint64_t kBagHeadRowBytes = 48 * 64;
 constexpr std::uint64_t kBagHeadDistance = 12;
 constexpr std::uint64_t kBagHeadBytes = 2 * 64;
-constexpr std::uint64_t kSecondLineParamsBytes = 64 + 8;  // the widest scale and bias (int8's) after line 0
+// Line 0 and the widest scale and bias (int8's) after it.
+constexpr std::uint64_t kSecondLineParamsBytes = 64 + detail::row::params_bytes(DType::kInt8Rowwise);
 
 template <DType TD>
 inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
@@ -284,8 +285,10 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
     // constant. Against without it (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, two
     // runs): int8 768 bags of 8 / 32 / 128 1.03-1.04x / 1.02-1.03x / 1.02x, mean + normalize
     // 1.01-1.03x, int8 512 1.02x, int8 1024 1.00x; AVX2 (forced) int8 256 1.02x, f16 and int4 256
-    // 1.01x. The interleaved whole rows (j == 0) keep GCC's addressing: with the asm there too,
-    // int8 256 bags pooled 0.985x. j is a multiple of W, so even: an int4 block starts on a byte.
+    // 1.01x; f16 768 (whose loads already took displacements) 1.01-1.02x. The interleaved whole
+    // rows (j == 0) keep GCC's addressing: with the asm there too, int8 256 bags pooled 0.985x.
+    // Not measured: SSE4.2, the scalar build, rows of one line. j is a multiple of W, so even: an
+    // int4 block starts on a byte.
     const std::byte* block = row + table_bytes<TD>(j);
     if constexpr (!kInterleaved) asm("" : "+r"(block));
 #pragma GCC unroll 32
