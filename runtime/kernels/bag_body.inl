@@ -495,7 +495,9 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 // the LLC, 5 rounds, against pool_rows): f16 768 bags of 8 / 32 1.16x / 1.22x, mean + normalize
 // 1.25x; int8 768 1.60x / 1.10x; f16 512 1.33x. f32 and int4 rows lost and keep pool_rows: f32 768
 // 0.69x, int4 768 0.94x. 16 ids ahead against 12: 0.97-1.09x. bf16 (decoded as f16 is, by a
-// shift) and rows of 769-1024 values were not measured.
+// shift) and rows of 769-1024 values were not measured. Again with 16-bit blocks of 30 and int8
+// blocks of 24 (at dcd7c69, 5 rounds, against 12): 16 ahead 0.94-1.00x (int8 768 bags of 32
+// 0.94x); 8 ahead 0.83-1.05x (f16 768 bags of 8 1.05x, of 128 0.96x; int8 768 bags of 32 0.83x).
 // Blocks of 12 vectors (12 of the 16 registers hold sums; the last block what is left) against
 // blocks of 8 (5 rounds): f16 256 bags of 8, 32, 128 1.01x, 1.34x, 1.39x; int8 256 1.19x, 1.05x,
 // 1.15x; f16 128 1.06x; mean + normalize 1.11x; but int4 256 0.95x [0.95-0.96] (its decoding holds
