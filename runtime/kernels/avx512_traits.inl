@@ -10,6 +10,7 @@ struct Avx512Traits {
   static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
   static __m256i load16_u16(const std::byte* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static V load_f16(const std::byte* p) { return V(_mm512_cvtph_ps(load16_u16(p))); }
+  static float f16_one(std::uint16_t h) { return _cvtsh_ss(h); }
   static V load_bf16(const std::byte* p) {
     return V(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load16_u16(p)), 16)));
   }

@@ -14,6 +14,7 @@ struct Traits {
   static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
   static __m128i load8_u16(const std::byte* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
   static V load_f16(const std::byte* p) { return V(_mm256_cvtph_ps(load8_u16(p))); }
+  static float f16_one(std::uint16_t h) { return _cvtsh_ss(h); }
   static V load_bf16(const std::byte* p) {
     return V(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load8_u16(p)), 16)));
   }

@@ -9,6 +9,7 @@ struct Traits {
   static constexpr bool kCanStream = false;
   static V load_f32(const std::byte* p) { V v; std::memcpy(&v, p, 4); return v; }
   static V load_f16(const std::byte* p) { std::uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
+  static float f16_one(std::uint16_t h) { return f16_to_f32(h); }
   static V load_bf16(const std::byte* p) { std::uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
   static V load_i8(const std::byte* p) { return static_cast<float>(static_cast<std::int8_t>(*p)); }
   // (The one-element build reads int4 codes nibble by nibble in load<>; this names the low one.)

@@ -27,6 +27,7 @@ struct Traits {
     const __m128i sign = _mm_slli_epi32(_mm_and_si128(h, _mm_set1_epi32(0x8000)), 16);
     return V(_mm_or_ps(magnitude, _mm_castsi128_ps(sign)));
   }
+  static float f16_one(std::uint16_t h) { return f16_to_f32(h); }  // no F16C
   static V load_bf16(const std::byte* p) { return V(_mm_castsi128_ps(_mm_slli_epi32(load4_u16(p), 16))); }
   static V load_i8(const std::byte* p) {
     std::int32_t four;
