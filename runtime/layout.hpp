@@ -72,7 +72,7 @@ static constexpr std::uint64_t params_bytes(DType dtype) noexcept {
   return dtype == DType::kInt8Rowwise ? 8 : dtype == DType::kInt4Rowwise ? 4 : 0;
 }
 // The offset of a quantized row's scale (its bias follows): its values rounded up to 4 bytes; 0 for
-// other dtypes.
+// other dtypes. (Rounded here, not by byte_io.hpp's align_up, which is not static.)
 static constexpr std::uint64_t params_offset(DType dtype, std::uint64_t dim) noexcept {
   return params_bytes(dtype) == 0 ? 0 : (value_bytes(dtype, dim) + 3) / 4 * 4;
 }
