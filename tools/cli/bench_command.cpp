@@ -67,6 +67,7 @@ struct BenchArgs {
   std::uint64_t bag = 0;             // ids per bag; 0: no bags (a gather)
   std::string pooling;               // sum, mean or max; empty: the output's default, else sum
   bool normalize = false;
+  bool weights = false;              // --bag: a random weight per id (PyTorch's per_sample_weights)
   double prefetch_ahead_us = -1;     // --evict: also Embedder::prefetch this long before the call; < 0: off
   // Throughput is measured in the steady state: every page mapped at open, none faulted during
   // the timed calls (--residency mmap shows the lazy cost in the first-call figure).
@@ -535,8 +536,8 @@ int run(const BenchArgs& args) {
                                                            std::to_string(args.seq) + ": each sequence is split into equal bags"));
     }
     if (args.evict) return report(Error(ErrorCode::kInvalidArgument, "--evict measures a gather: not with --bag"));
-  } else if (!args.pooling.empty() || args.normalize) {
-    return report(Error(ErrorCode::kInvalidArgument, "--pooling and --normalize apply to bags: give --bag N"));
+  } else if (!args.pooling.empty() || args.normalize || args.weights) {
+    return report(Error(ErrorCode::kInvalidArgument, "--pooling, --normalize and --weights apply to bags: give --bag N"));
   }
   std::optional<PoolingMode> pooling;
   if (!args.pooling.empty()) {
@@ -691,6 +692,14 @@ int run(const BenchArgs& args) {
       targets[set].push_back({selected[k], *span});
     }
   }
+  // --weights: one weight per id position, the same for every id set (how the weights are drawn
+  // does not change the work; that there is one per id does).
+  std::vector<float> weights;
+  if (args.weights) {
+    std::uniform_real_distribution<float> draw(0.5f, 1.5f);
+    weights.resize(tokens);
+    for (float& w : weights) w = draw(rng);
+  }
   std::vector<EmbedRequest> requests(sets);
   std::vector<BagRequest> bags(sets);
   for (std::uint64_t k = 0; k < sets; ++k) {
@@ -701,6 +710,7 @@ int run(const BenchArgs& args) {
     bags[k].mode = pooling;
     if (!pooling && lead.rules->pooling == PoolingMode::kNone) bags[k].mode = PoolingMode::kSum;
     if (args.normalize) bags[k].normalize = true;
+    bags[k].weights = weights;
   }
   const bool primary_only = selected.size() == 1 && selected[0] == 0;
   const auto embed = [&](std::uint64_t call) {
@@ -727,6 +737,7 @@ int run(const BenchArgs& args) {
     doc["bags_per_call"] = out_rows;
     doc["pooling"] = pooling_mode_name(mode);
     doc["normalize"] = bags[0].normalize.value_or(lead.rules->normalize);
+    doc["weights"] = args.weights;
   }
 
   // The first call after open: what a server's first request pays for the residency chosen.
@@ -781,9 +792,9 @@ int run(const BenchArgs& args) {
                 static_cast<unsigned long long>(args.batch), static_cast<unsigned long long>(args.seq),
                 static_cast<unsigned long long>(lead.dim()), seconds.size());
     if (args.bag) {
-      std::printf("  bags of %llu ids, %s%s: %.3f M bags/s\n", static_cast<unsigned long long>(bag),
-                  doc["pooling"].get<std::string>().c_str(), doc["normalize"].get<bool>() ? ", normalized" : "",
-                  tokens_per_second / static_cast<double>(bag) / 1e6);
+      std::printf("  bags of %llu ids, %s%s%s: %.3f M bags/s\n", static_cast<unsigned long long>(bag),
+                  doc["pooling"].get<std::string>().c_str(), args.weights ? ", weighted" : "",
+                  doc["normalize"].get<bool>() ? ", normalized" : "", tokens_per_second / static_cast<double>(bag) / 1e6);
     }
     std::printf("  %s\n", sizes_text(sizes, llc).c_str());
     std::printf("  %.3f M tokens/s, %.2f GB/s (table rows read + output written); %.3f M tokens per CPU second per thread\n",
@@ -845,6 +856,7 @@ Runner add_bench_command(CLI::App& app) {
       ->check(CLI::Range(std::uint64_t{1}, kMaxTokens));
   cmd->add_option("--pooling", args->pooling, "--bag: sum, mean or max (default: the output's pooling, else sum)");
   cmd->add_flag("--normalize", args->normalize, "--bag: L2-normalize each pooled vector");
+  cmd->add_flag("--weights", args->weights, "--bag: a random weight per id (PyTorch's per_sample_weights; their 4 bytes an id are not in the GB/s)");
   add_open_options(cmd, args->open, true);
   cmd->add_flag("--cold-file", args->cold_file,
                 "drop the model file from the page cache before opening it (first request from disk)");
