@@ -186,6 +186,43 @@ struct Bag {
     if (a.weights != nullptr) return a.weights[i];
     return a.id_weights[effective_id(a.ids, a.zero_outside_rows, i)];
   }
+  // Calls f(combine) once, where combine(x, r, w, bag_first) is how a row's value x joins the running
+  // sum or maximum r (w: the row's weight, 1 without; bag_first: the bag's first row): the operation
+  // of the comment at the top, chosen here for the whole loop that f runs. Tested in the loop, as
+  // before, GCC kept the tests there: a compare and two or three branches per vector of every row
+  // of the general path. With an FMA instruction, its unweighted rows take fma(1, x, r), which is
+  // r + x bit for bit, so only a token scale adds a variant. Against the tests in the loop (bench/
+  // ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, weighted sums, bench --weights): f16 256
+  // bags of 32 1.13-1.17x, f16 64 1.09-1.11x, int4 256 1.14-1.18x, int4 768 1.22x, f32 768 bags of
+  // 8 1.14x, int8 256 bags of 8 1.03x, f16 768 1.00-1.02x, int8 768 0.99-1.01x; AVX2 (forced) f16
+  // 256 1.07x, int8 256 1.03x, f32 768 1.14x; max 1.00x. The scale multiplied in unconditionally
+  // (x * 1 is x) lost the block passes 3-5% (int8 768 0.95x, f16 768 0.97x). Token maps and token
+  // scales were not measured (bench has no flag for them).
+  template <typename F>
+  __attribute__((always_inline)) void with_combine(F&& f) const {
+    using V = typename Traits::V;
+    if constexpr (kPlain) {
+      f([](V x, V r, V, bool) __attribute__((always_inline)) { return r + x; });
+    } else {
+      const bool scaled = token_scaled(), weighted = this->weighted();
+      const V scale(a.token_scale);
+      if (max()) {
+        f([=](V x, V r, V, bool bag_first) __attribute__((always_inline)) {
+          if (scaled) x = x * scale;
+          return bag_first ? x : Traits::max_keep(x, r);
+        });
+      } else if (Traits::kHasFma && scaled) {
+        f([=](V x, V r, V w, bool) __attribute__((always_inline)) { return Traits::fma(w, x * scale, r); });
+      } else if constexpr (Traits::kHasFma) {
+        f([](V x, V r, V w, bool) __attribute__((always_inline)) { return Traits::fma(w, x, r); });
+      } else {
+        f([=](V x, V r, V w, bool) __attribute__((always_inline)) {
+          if (scaled) x = x * scale;
+          return weighted ? Traits::fma(w, x, r) : r + x;
+        });
+      }
+    }
+  }
   // The row `ahead.distance` ids after id i, or the range's last one near its end.
   __attribute__((always_inline)) const std::byte* row_ahead_of(std::uint64_t i) const noexcept {
     const std::uint64_t k = i + ahead.distance;
@@ -258,54 +295,50 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   for (std::uint64_t v = 0; v < kVectors; ++v) {
     acc[v] = resumes ? Traits::load_f32(reinterpret_cast<const std::byte*>(out + v * W)) : V(0.0f);
   }
-  const bool token_scaled = bag.token_scaled();
-  const V token_scale(a.token_scale);
-  const bool weighted = bag.weighted(), max = bag.max();
-  for (std::uint64_t i = from; i < to; ++i) {
-    const std::byte* ahead_row = nullptr;
-    if constexpr (kInterleaved) {
-      ahead_row = bag.row_ahead_of(i);
-    } else if (first_pass) {
-      if (bag.ahead.block_passes) {
-        bag.prefetch_columns_ahead_of(i, j, kVectors * W);
-      } else {
-        bag.prefetch_ahead_of(i);
-      }
-    }
-    const std::byte* row = bag.row(i);
-    float qs, qb;
-    row_quantization<TD>(row, a.params_offset, qs, qb);
-    const V w(weighted ? bag.weight(i) : 1.0f);
-    // The loads address the block's vectors from its first byte, as displacements. From the row,
-    // at table_bytes(j + v * W), GCC kept every vector's offset in a register across the rows, and
-    // 16-bit blocks of 16 vectors outnumbered the general registers: the offsets went to vector
-    // registers, a vmovq before most loads (65 in the f16 kernel). It still did so for int8 blocks
-    // (pool_block<24>: 23 offsets loaded from the stack and 9 vmovq a row), folding `block` back
-    // into the row: the empty asm hides how `block` was made, so each load is `block` plus a
-    // constant. Against without it (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, two
-    // runs): int8 768 bags of 8 / 32 / 128 1.03-1.04x / 1.02-1.03x / 1.02x, mean + normalize
-    // 1.01-1.03x, int8 512 1.02x, int8 1024 1.00x; AVX2 (forced) int8 256 1.02x, f16 and int4 256
-    // 1.01x; f16 768 (whose loads already took displacements) 1.01-1.02x. The interleaved whole
-    // rows (j == 0) keep GCC's addressing: with the asm there too, int8 256 bags pooled 0.985x.
-    // Not measured: SSE4.2, the scalar build, rows of one line. j is a multiple of W, so even: an
-    // int4 block starts on a byte.
-    const std::byte* block = row + table_bytes<TD>(j);
-    if constexpr (!kInterleaved) asm("" : "+r"(block));
-#pragma GCC unroll 32
-    for (std::uint64_t v = 0; v < vectors; ++v) {
-      V x = load<TD>(block, v * W, qs, qb);
+  const bool weighted = bag.weighted();
+  bag.with_combine([&](auto combine) __attribute__((always_inline)) {
+    for (std::uint64_t i = from; i < to; ++i) {
+      const std::byte* ahead_row = nullptr;
       if constexpr (kInterleaved) {
-        prefetch_line_ahead<table_bytes<TD>(W)>(ahead_row, table_bytes<TD>(v * W));
+        ahead_row = bag.row_ahead_of(i);
+      } else if (first_pass) {
+        if (bag.ahead.block_passes) {
+          bag.prefetch_columns_ahead_of(i, j, kVectors * W);
+        } else {
+          bag.prefetch_ahead_of(i);
+        }
       }
-      if (token_scaled) x = x * token_scale;
-      if (max) {
-        acc[v] = i == bag.first ? x : Traits::max_keep(x, acc[v]);
-      } else {
-        acc[v] = weighted ? Traits::fma(w, x, acc[v]) : acc[v] + x;
+      const std::byte* row = bag.row(i);
+      float qs, qb;
+      row_quantization<TD>(row, a.params_offset, qs, qb);
+      const V w(weighted ? bag.weight(i) : 1.0f);
+      // The loads address the block's vectors from its first byte, as displacements. From the row,
+      // at table_bytes(j + v * W), GCC kept every vector's offset in a register across the rows, and
+      // 16-bit blocks of 16 vectors outnumbered the general registers: the offsets went to vector
+      // registers, a vmovq before most loads (65 in the f16 kernel). It still did so for int8 blocks
+      // (pool_block<24>: 23 offsets loaded from the stack and 9 vmovq a row), folding `block` back
+      // into the row: the empty asm hides how `block` was made, so each load is `block` plus a
+      // constant. Against without it (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, two
+      // runs): int8 768 bags of 8 / 32 / 128 1.03-1.04x / 1.02-1.03x / 1.02x, mean + normalize
+      // 1.01-1.03x, int8 512 1.02x, int8 1024 1.00x; AVX2 (forced) int8 256 1.02x, f16 and int4 256
+      // 1.01x; f16 768 (whose loads already took displacements) 1.01-1.02x. The interleaved whole
+      // rows (j == 0) keep GCC's addressing: with the asm there too, int8 256 bags pooled 0.985x.
+      // Not measured: SSE4.2, the scalar build, rows of one line. j is a multiple of W, so even: an
+      // int4 block starts on a byte.
+      const std::byte* block = row + table_bytes<TD>(j);
+      if constexpr (!kInterleaved) asm("" : "+r"(block));
+      const bool first = i == bag.first;
+#pragma GCC unroll 32
+      for (std::uint64_t v = 0; v < vectors; ++v) {
+        const V x = load<TD>(block, v * W, qs, qb);
+        if constexpr (kInterleaved) {
+          prefetch_line_ahead<table_bytes<TD>(W)>(ahead_row, table_bytes<TD>(v * W));
+        }
+        acc[v] = combine(x, acc[v], w, first);
       }
+      if constexpr (kInterleaved && kRowwiseQuantized<TD>) Traits::prefetch(ahead_row + a.params_offset);
     }
-    if constexpr (kInterleaved && kRowwiseQuantized<TD>) Traits::prefetch(ahead_row + a.params_offset);
-  }
+  });
   if (!finishes) {  // the sums so far
 #pragma GCC unroll 32
     for (std::uint64_t v = 0; v < vectors; ++v) {
@@ -375,9 +408,7 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
   // outputs rotating through 4x the LLC (5 rounds) f32 768 1.18x, int8 768 1.22x, f32 256 1.10x;
   // mean + normalize f32 768 1.07x. (Every path adds the rows in order from bag.first, so the
   // first group is the one that starts at it.)
-  const bool token_scaled = bag.token_scaled();
-  const V token_scale(a.token_scale);
-  const bool weighted = bag.weighted(), max = bag.max();
+  const bool weighted = bag.weighted();
   // Rows [i, i + kRows) added to the sums, each in turn, a vector at a time: one row (narrow rows,
   // a group's leftovers) or a group. Forced inline: GCC stopped inlining it once it had several
   // call sites, which cost f16 256 and 384 bags 14-16%.
@@ -393,24 +424,20 @@ inline void pool_rows(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vect
       row_quantization<TD>(rows[g], a.params_offset, qs[g], qb[g]);
       w[g] = V(weighted ? bag.weight(i + g) : 1.0f);
     }
-    const auto add_to = [&](V r, std::uint64_t v) __attribute__((always_inline)) {
+    bag.with_combine([&](auto combine) __attribute__((always_inline)) {
+      const auto add_to = [&](V r, std::uint64_t v) __attribute__((always_inline)) {
 #pragma GCC unroll 8
-      for (std::uint64_t g = 0; g < kRows; ++g) {
-        V x = load<TD>(rows[g], j + v * W, qs[g], qb[g]);
-        if (token_scaled) x = x * token_scale;
-        if (max) {
-          r = i + g == bag.first ? x : Traits::max_keep(x, r);
-        } else {
-          r = weighted ? Traits::fma(w[g], x, r) : r + x;
+        for (std::uint64_t g = 0; g < kRows; ++g) {
+          r = combine(load<TD>(rows[g], j + v * W, qs[g], qb[g]), r, w[g], i + g == bag.first);
         }
+        Traits::store_f32(acc + 4 * v * W, r, false);
+      };
+      if (i == bag.first) {
+        for (std::uint64_t v = 0; v < vectors; ++v) add_to(V(0.0f), v);
+      } else {
+        for (std::uint64_t v = 0; v < vectors; ++v) add_to(acc_at(v), v);
       }
-      Traits::store_f32(acc + 4 * v * W, r, false);
-    };
-    if (i == bag.first) {
-      for (std::uint64_t v = 0; v < vectors; ++v) add_to(V(0.0f), v);
-    } else {
-      for (std::uint64_t v = 0; v < vectors; ++v) add_to(acc_at(v), v);
-    }
+    });
   };
   if (bag.stage != nullptr) {
     const RowStage& stage = *bag.stage;

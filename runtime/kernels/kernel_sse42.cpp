@@ -12,6 +12,8 @@ struct Traits {
   using V = xsimd::batch<float, xsimd::sse4_2>;
   static constexpr std::uint64_t kWidth = 4;
   static constexpr bool kCanStream = true;
+  // fma is one instruction (a bag's general path takes it for every row: bag_body.inl's pool_block)
+  static constexpr bool kHasFma = false;
   static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
   static __m128i load4_u16(const std::byte* p) {
     return _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
