@@ -568,15 +568,18 @@ constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? (TD == DType:
 // way) 1.013x, int8 768 1.005x. An earlier run: f16 640 1.036x; each line of the row ahead
 // prefetched after the load of the same line of this row, 16 ids ahead, as FBGEMM's do, was no
 // further gain (1.015x to 1.068x against 1.007x to 1.073x without). Rows of 32 vectors keep two
-// passes of 16: one of 30 and one of 2 pooled f16 512 0.937x. The general id path keeps blocks of
-// 16: its weight and token scale are two more live registers, and with blocks of 30 GCC left
-// accumulators on the stack (108 and 128 zmm stack accesses in its f16 and bf16 pool_bags_on,
-// against 7 and 8).
+// passes of 16: one of 30 and one of 2 pooled f16 512 0.937x. The general id path takes blocks of
+// 28: its weight and token scale are two more live registers (with blocks of 30 GCC left
+// accumulators on the stack: 108 and 128 zmm stack accesses in its f16 and bf16 pool_bags_on,
+// against 7 and 8). It had kept blocks of 16 while it still tested the request per vector
+// (Bag::with_combine); since, against 16 (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5
+// rounds, weighted sums, two runs): f16 768 bags of 8 / 32 / 128 1.05x / 1.10-1.18x / 1.06-1.08x,
+// mean + normalize 1.10x, f16 1024 1.11-1.12x, bf16 768 1.09x. Blocks of 24 (no stack accesses,
+// where 28 has 18) gained less: 1.04x / 1.05x / 1.05x, f16 1024 1.10x.
 template <DType TD, IdPath P>
 constexpr std::uint64_t kWideBlockPassVectors =
-    Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16) && P != IdPath::kGeneral
-        ? 30
-        : kBlockPassVectors<TD>;
+    Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16) ? (P != IdPath::kGeneral ? 30 : 28)
+                                                                      : kBlockPassVectors<TD>;
 // The vectors of a block for rows of `vectors` vectors.
 template <DType TD, IdPath P>
 constexpr std::uint64_t block_pass_vectors(std::uint64_t vectors) {
