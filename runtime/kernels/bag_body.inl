@@ -322,11 +322,14 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
       // runs): int8 768 bags of 8 / 32 / 128 1.03-1.04x / 1.02-1.03x / 1.02x, mean + normalize
       // 1.01-1.03x, int8 512 1.02x, int8 1024 1.00x; AVX2 (forced) int8 256 1.02x, f16 and int4 256
       // 1.01x; f16 768 (whose loads already took displacements) 1.01-1.02x. The interleaved whole
-      // rows (j == 0) keep GCC's addressing: with the asm there too, int8 256 bags pooled 0.985x.
+      // rows (j == 0) of the plain paths keep GCC's addressing: with the asm there too, int8 256
+      // bags pooled 0.985x. The general path's take it (its int4 256 pool_block loaded 61 offsets
+      // from the stack, 13 with it; two runs, weighted sums): int4 256 bags of 8 / 32 1.06x /
+      // 1.07-1.08x, f32 256 1.06-1.07x, int8 256 1.03x, f16 256 1.00-1.01x, f16 64 0.99-1.00x.
       // Not measured: SSE4.2, the scalar build, rows of one line. j is a multiple of W, so even: an
       // int4 block starts on a byte.
       const std::byte* block = row + table_bytes<TD>(j);
-      if constexpr (!kInterleaved) asm("" : "+r"(block));
+      if constexpr (!kInterleaved || !Bag<TD, P>::kPlain) asm("" : "+r"(block));
       const bool first = i == bag.first;
 #pragma GCC unroll 32
       for (std::uint64_t v = 0; v < vectors; ++v) {
