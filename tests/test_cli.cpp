@@ -319,7 +319,7 @@ TEST_CASE("bench: several outputs in one call, bags, and cold decode with and wi
   CHECK(nlohmann::json::parse(r.out)["weights"] == true);
   r = run_cli(dir, "bench --synthetic 1000x64 --bag 4 --weights --pooling max --batch 2 --seq 8 --seconds 0.01");
   CHECK(r.exit_code != 0);  // weights pool with sum or mean only: the embedder's error, not a crash
-  CHECK(r.err.find("weights") != std::string::npos);
+  CHECK(r.err.find("weights pool with mode sum or mean, not max") != std::string::npos);
   r = run_cli(dir, "bench --synthetic 1000x64 --weights --batch 2 --seq 8 --seconds 0.01");
   CHECK(r.exit_code != 0);
   CHECK(r.err.find("give --bag N") != std::string::npos);

@@ -176,7 +176,8 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
     //  - 65 (SSE4.2), 128 and 256 (AVX2 and SSE4.2 16-bit and quantized), 300 (AVX2 and SSE4.2
     //    quantized, AVX-512 16-bit and int8), 769 and 1024 (AVX-512 16-bit and int8; AVX2 and SSE4.2
     //    int4 769): block passes, in tiles of rows but with AVX-512 16-bit rows, which a plain
-    //    request pools 30 vectors a pass at 769 (30 + 18) and 1024 (30 + 30 + 4), others 16;
+    //    request pools 30 vectors a pass at 769 (30 + 18) and 1024 (30 + 30 + 4), others 28
+    //    (28 + 20, 28 + 28 + 8; the test below);
     //  - 300 with AVX-512 int4: rows pooled from L1 copies of 16 ids at a time (RowStage), which the
     //    ragged set's bag of 14 and the uniform set's bags of 8 cross;
     //  - the rest (f32 rows wider than the registers, 2100): pool_rows.
@@ -300,11 +301,12 @@ TEST_CASE("pool and embed: an id map, ids outside it read as id 0 and both scale
     // The paths of the test above (its list of dims), as the general id path takes them (never the
     // plain path's loop over bags, nor blocks of 30): 7 (tails), 65 (the chunk path; SSE4.2 block
     // passes), 128 and 256 (AVX2 and SSE4.2 block passes but f32; AVX-512 rows that fit the
-    // registers), 300 and 769 (AVX-512 block passes, tiled for int8; AVX2 and SSE4.2 quantized
-    // ones; int4 300 staged), 2100 (pool_rows).
+    // registers), 300 and 769 (AVX-512 block passes, tiled for int8, 16-bit 769 in blocks of 28 +
+    // 20; AVX2 and SSE4.2 quantized ones; int4 300 staged), 2100 (pool_rows). With and without a
+    // token scale: Bag::with_combine takes a loop of its own for each.
     for (std::uint64_t dim : {7, 65, 128, 256, 300, 769, 2100}) {
-      for (bool weights_table : {false, true}) {
-        PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table, .token_scale = 1.75,
+      for (auto [weights_table, token_scale] : {std::pair{false, 1.75}, std::pair{true, 1.75}, std::pair{false, 1.0}}) {
+        PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table, .token_scale = token_scale,
                        .output_scale = 0.6, .mapped_ids = kMappedIds};
         auto model = Model::open(write_pool_model(dir, spec, "m" + std::to_string(model_index++) + ".embt"));
         REQUIRE(model);
@@ -322,6 +324,7 @@ TEST_CASE("pool and embed: an id map, ids outside it read as id 0 and both scale
               CAPTURE(dtype_name(dtype));
               CAPTURE(dim);
               CAPTURE(weights_table);
+              CAPTURE(token_scale);
               CAPTURE(set.name);
               CAPTURE(pooling_mode_name(mode));
               CAPTURE(with_weights);

@@ -197,7 +197,8 @@ struct Bag {
   // 8 1.14x, int8 256 bags of 8 1.03x, f16 768 1.00-1.02x, int8 768 0.99-1.01x; AVX2 (forced) f16
   // 256 1.07x, int8 256 1.03x, f32 768 1.14x; max 1.00x. The scale multiplied in unconditionally
   // (x * 1 is x) lost the block passes 3-5% (int8 768 0.95x, f16 768 0.97x). Token maps and token
-  // scales were not measured (bench has no flag for them).
+  // scales were not measured (bench has no flag for them): an unweighted mapped row now takes an
+  // FMA where it took an add (a longer dependency per row; 8 or 16 sums in flight hide it).
   template <typename F>
   __attribute__((always_inline)) void with_combine(F&& f) const {
     using V = typename Traits::V;
@@ -211,10 +212,12 @@ struct Bag {
           if (scaled) x = x * scale;
           return bag_first ? x : Traits::max_keep(x, r);
         });
-      } else if (Traits::kHasFma && scaled) {
-        f([=](V x, V r, V w, bool) __attribute__((always_inline)) { return Traits::fma(w, x * scale, r); });
       } else if constexpr (Traits::kHasFma) {
-        f([](V x, V r, V w, bool) __attribute__((always_inline)) { return Traits::fma(w, x, r); });
+        if (scaled) {
+          f([=](V x, V r, V w, bool) __attribute__((always_inline)) { return Traits::fma(w, x * scale, r); });
+        } else {
+          f([](V x, V r, V w, bool) __attribute__((always_inline)) { return Traits::fma(w, x, r); });
+        }
       } else {
         f([=](V x, V r, V w, bool) __attribute__((always_inline)) {
           if (scaled) x = x * scale;
@@ -330,14 +333,14 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
       // int4 block starts on a byte.
       const std::byte* block = row + table_bytes<TD>(j);
       if constexpr (!kInterleaved || !Bag<TD, P>::kPlain) asm("" : "+r"(block));
-      const bool first = i == bag.first;
+      const bool bag_first = i == bag.first;
 #pragma GCC unroll 32
       for (std::uint64_t v = 0; v < vectors; ++v) {
         const V x = load<TD>(block, v * W, qs, qb);
         if constexpr (kInterleaved) {
           prefetch_line_ahead<table_bytes<TD>(W)>(ahead_row, table_bytes<TD>(v * W));
         }
-        acc[v] = combine(x, acc[v], w, first);
+        acc[v] = combine(x, acc[v], w, bag_first);
       }
       if constexpr (kInterleaved && kRowwiseQuantized<TD>) Traits::prefetch(ahead_row + a.params_offset);
     }
@@ -521,7 +524,7 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 // so they keep pool_rows. 8, 12 and 16 ids ahead were within the noise of each other.
 // With AVX-512, 16-bit and int8 rows wider than the registers, up to a chunk (kChunkFloats values),
 // go in blocks of 16 vectors (int8 since in blocks of 24, 16-bit rows of more than 32 vectors in
-// blocks of 30: below). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16, 1 thread, tables 3.9x
+// blocks of 30, 28 on the general id path: below). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16, 1 thread, tables 3.9x
 // the LLC, 5 rounds, against pool_rows): f16 768 bags of 8 / 32 1.16x / 1.22x, mean + normalize
 // 1.25x; int8 768 1.60x / 1.10x; f16 512 1.33x. f32 and int4 rows lost and keep pool_rows: f32 768
 // 0.69x, int4 768 0.94x. 16 ids ahead against 12: 0.97-1.09x. bf16 (decoded as f16 is, by a
@@ -572,10 +575,11 @@ constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? (TD == DType:
 // prefetched after the load of the same line of this row, 16 ids ahead, as FBGEMM's do, was no
 // further gain (1.015x to 1.068x against 1.007x to 1.073x without). Rows of 32 vectors keep two
 // passes of 16: one of 30 and one of 2 pooled f16 512 0.937x. The general id path takes blocks of
-// 28: its weight and token scale are two more live registers (with blocks of 30 GCC left
-// accumulators on the stack: 108 and 128 zmm stack accesses in its f16 and bf16 pool_bags_on,
-// against 7 and 8). It had kept blocks of 16 while it still tested the request per vector
-// (Bag::with_combine); since, against 16 (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5
+// 28: its weight and token scale are two more live registers (with blocks of 30, while it still
+// tested the request per vector, GCC left accumulators on the stack: 108 and 128 zmm stack
+// accesses in its f16 and bf16 pool_bags_on, against 7 and 8; 30 was not tried again since). It
+// kept blocks of 16 until the request was chosen once per loop (Bag::with_combine); since, 28
+// (18 zmm stack accesses left in its pool_block<28>) against 16 (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5
 // rounds, weighted sums, two runs): f16 768 bags of 8 / 32 / 128 1.05x / 1.10-1.18x / 1.06-1.08x,
 // mean + normalize 1.10x, f16 1024 1.11-1.12x, bf16 768 1.09x. Blocks of 24 (no stack accesses,
 // where 28 has 18) gained less: 1.04x / 1.05x / 1.05x, f16 1024 1.10x.

@@ -11,7 +11,7 @@ struct Traits {
   using V = xsimd::batch<float, xsimd::avx2>;
   static constexpr std::uint64_t kWidth = 8;
   static constexpr bool kCanStream = true;
-  // fma is one instruction (a bag's general path takes it for every row: bag_body.inl's pool_block)
+  // Whether fma is one instruction: Bag::with_combine (bag_body.inl) then takes it for unweighted rows too.
   static constexpr bool kHasFma = true;
   static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
   static __m128i load8_u16(const std::byte* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }

@@ -7,7 +7,7 @@ struct Traits {
   using V = float;
   static constexpr std::uint64_t kWidth = 1;
   static constexpr bool kCanStream = false;
-  // fma is one instruction (a bag's general path takes it for every row: bag_body.inl's pool_block)
+  // Whether fma is one instruction: Bag::with_combine (bag_body.inl) then takes it for unweighted rows too.
   static constexpr bool kHasFma = false;
   static V load_f32(const std::byte* p) { V v; std::memcpy(&v, p, 4); return v; }
   static V load_f16(const std::byte* p) { std::uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }

@@ -12,7 +12,7 @@ struct Traits {
   using V = xsimd::batch<float, xsimd::sse4_2>;
   static constexpr std::uint64_t kWidth = 4;
   static constexpr bool kCanStream = true;
-  // fma is one instruction (a bag's general path takes it for every row: bag_body.inl's pool_block)
+  // Whether fma is one instruction: Bag::with_combine (bag_body.inl) then takes it for unweighted rows too.
   static constexpr bool kHasFma = false;
   static V load_f32(const std::byte* p) { return V::load_unaligned(reinterpret_cast<const float*>(p)); }
   static __m128i load4_u16(const std::byte* p) {
