@@ -305,7 +305,10 @@ TEST_CASE("pool and embed: an id map, ids outside it read as id 0 and both scale
     // 20; AVX2 and SSE4.2 quantized ones; int4 300 staged), 2100 (pool_rows). With and without a
     // token scale: Bag::with_combine takes a loop of its own for each.
     for (std::uint64_t dim : {7, 65, 128, 256, 300, 769, 2100}) {
-      for (auto [weights_table, token_scale] : {std::pair{false, 1.75}, std::pair{true, 1.75}, std::pair{false, 1.0}}) {
+      // (Not a structured binding: clang before 16 does not let CAPTURE's lambda name one.)
+      for (const std::pair<bool, double>& variant : {std::pair{false, 1.75}, std::pair{true, 1.75}, std::pair{false, 1.0}}) {
+        const bool weights_table = variant.first;
+        const double token_scale = variant.second;
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table, .token_scale = token_scale,
                        .output_scale = 0.6, .mapped_ids = kMappedIds};
         auto model = Model::open(write_pool_model(dir, spec, "m" + std::to_string(model_index++) + ".embt"));
