@@ -346,6 +346,7 @@ void run_kernel(kernels::KernelArgs& a, std::uint64_t n, OutputDType out_dtype, 
     case NonTemporal::kAuto: a.nontemporal = out_bytes > llc_bytes_ / 2; break;
   }
   const kernels::RangeKernel kernel = kernels_for(isa_).get(table_dtype, out_dtype);
+  a.steps = n;
   if (out_bytes <= options_.inline_bytes) {
     kernel(a, 0, n);  // small requests: no task overhead
     return;
@@ -591,6 +592,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   }
   a.mode = mode;
   a.normalize = r.normalize.value_or(o.rules->normalize);
+  a.bags = bags;
   a.out = out.data();
   const kernels::BagKernel kernel = kernels_for(isa_).get_bag(o.token->dtype, out.dtype());
   // Work is reading rows: run small requests inline, larger ones in chunks of about 128 KiB of rows.

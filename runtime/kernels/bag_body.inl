@@ -53,7 +53,8 @@ __attribute__((always_inline)) inline std::uint64_t bag_row(const PoolArgs& a, s
 struct RowPrefetch {
   std::uint64_t distance = 0;  // ids ahead
   std::uint64_t bytes = 0;     // of each row, from its start (prefetch_plan)
-  std::uint64_t ids_end = 0;   // the first id past the range
+  std::uint64_t ids_end = 0;    // the first id past the range
+  std::uint64_t ahead_end = 0;  // the first id past the call's (PoolArgs::bags): rows prefetched stop there
   bool block_passes = false;   // the rows are pooled in block passes, each prefetching its own columns
   bool interleaved = false;    // a row fits the registers: pool_block prefetches the row ahead line by line
 };
@@ -114,7 +115,7 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
 // also int8 64 with AVX2, and with AVX-512 every dtype up to dim 256 and the chunk path: below)
 // prefetch the whole row ahead (16 ids ahead until about 8 KiB of rows replaced it, below), each
 // line after the first load of the same line of this row, as FBGEMM's EmbeddingSpMDM kernels do
-// (the gather does so too since: interleaved_plan). Near the end of the range the id ahead is the range's last (a
+// (the gather does so too since: interleaved_plan). Near the end of the call the id ahead is its last (a
 // row already on its way), so the loop has no branch for it (FBGEMM branches to the current row
 // instead). The plans above issue the prefetches at the top of each row's loop, behind a test of
 // the distance. Measured on the 32 MiB-L3 Zen 3 (AVX2, bench/ab.py, 1 thread, tables 3.9x the LLC,
@@ -226,14 +227,14 @@ struct Bag {
       }
     }
   }
-  // The row `ahead.distance` ids after id i, or the range's last one near its end.
+  // The row `ahead.distance` ids after id i, or the call's last one near its end.
   __attribute__((always_inline)) const std::byte* row_ahead_of(std::uint64_t i) const noexcept {
     const std::uint64_t k = i + ahead.distance;
-    return this->row(k < ahead.ids_end ? k : ahead.ids_end - 1);
+    return this->row(k < ahead.ahead_end ? k : ahead.ahead_end - 1);
   }
   // Called with each id of the first pass: the row `ahead.distance` ids later starts arriving.
   __attribute__((always_inline)) void prefetch_ahead_of(std::uint64_t i) const noexcept {
-    if (i + ahead.distance >= ahead.ids_end) return;
+    if (i + ahead.distance >= ahead.ahead_end) return;
     prefetch_row<TD>(this->row(i + ahead.distance), ahead.bytes, a.row_bytes, a.params_offset);
   }
   // Called with each id of a block pass over values [j, j + count): the lines holding those values
@@ -241,7 +242,7 @@ struct Bag {
   // row's scale and bias, which every pass reads. Rows start on a line (FORMAT.md 4).
   __attribute__((always_inline)) void prefetch_columns_ahead_of(std::uint64_t i, std::uint64_t j,
                                                                 std::uint64_t count) const noexcept {
-    if (i + ahead.distance >= ahead.ids_end) return;
+    if (i + ahead.distance >= ahead.ahead_end) return;
     const std::byte* ahead_row = this->row(i + ahead.distance);
     for (std::uint64_t k = table_bytes<TD>(j) / 64 * 64; k < table_bytes<TD>(j + count); k += 64) {
       Traits::prefetch(ahead_row + k);
@@ -761,11 +762,13 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes)
                             : block_passes ? block_pass_plan<TD, P>(table_row_bytes, dim / W)
                                            : bag_prefetch_plan<TD>(table_row_bytes);
-  const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), block_passes, interleaved};
+  const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), first_id_of(a, a.bags > end ? a.bags : end),
+                          block_passes, interleaved};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
-  // `ahead.distance` ids ahead of it).
+  // `ahead.distance` ids ahead of it, past the range's end: PoolArgs::bags). Where the range follows
+  // its thread's last, they are on their way already and these prefetches find them.
   const std::uint64_t range_first = first_id_of(a, begin);
-  for (std::uint64_t i = range_first; i < ahead.ids_end && i < range_first + ahead.distance; ++i) {
+  for (std::uint64_t i = range_first; i < ahead.ahead_end && i < range_first + ahead.distance; ++i) {
     prefetch_row<TD>(a.token + bag_row(a, i) * a.token_stride, ahead.bytes, table_row_bytes, a.params_offset);
   }
   // An f32 output row is pooled where it goes; a 16-bit one is pooled into `chunk` in L1 and

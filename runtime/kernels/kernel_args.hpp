@@ -47,6 +47,14 @@ struct KernelArgs {
   std::uint64_t start = 0;
   std::uint64_t position_offset = 0;
   std::int64_t padding_id = -1;  // >= 0: padding-aware positions (FORMAT.md section 7)
+  // The call's steps [0, steps). A range prefetches the rows ahead of its last ones up to here, past
+  // its own end: the Embedder splits a call into ranges of about 128 KiB (32 tokens of an f32 dim-768
+  // output, 16 bags of 8 int8 dim-768 rows), and a thread takes them in order but where another
+  // steals, so a range that stopped prefetching its last rows' successors left its thread's next
+  // range to start on misses, every few dozen rows. Measured (bench/ab.py, Zen 5, 1 thread, tables
+  // 3.9x the LLC, 5 rounds, one output buffer; against each range prefetching up to its own end):
+  // see the commit that added it. 0: the range's own end (a caller that does not say).
+  std::uint64_t steps = 0;
 
   void* out = nullptr;
   bool nontemporal = false;
@@ -77,6 +85,9 @@ struct PoolArgs {
   const float* id_weights = nullptr;       // a weight per id (the f32 [1, vocab] pooling.weights table), or nullptr
   PoolingMode mode = PoolingMode::kSum;    // kSum, kMean or kMax
   bool normalize = false;
+  // The call's bags [0, bags): a range prefetches the rows ahead of its last bags up to here, past
+  // its own end, as KernelArgs::steps. 0: the range's own end.
+  std::uint64_t bags = 0;
 
   void* out = nullptr;  // bags x dim
 };

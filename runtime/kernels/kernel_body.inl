@@ -301,8 +301,9 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 // sum in the output row); not LayerNorm rows into a 16-bit output (their first pass is the
 // statistics' sum, whose order is fixed), nor copies of wider rows (gather_prefetch_plan).
 // The bags do the same with rows that fit the registers (interleaves_prefetch, bag_body.inl), as
-// FBGEMM's kernels do. Near the end of the range the gather has no row ahead (a null pointer, tested
-// with each load; the bags take the range's last row instead). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16; bench/ab.py, 1 thread, cpu clock, one
+// FBGEMM's kernels do. Near the end of the call the gather has no row ahead (a null pointer, tested
+// with each load; the bags take the call's last row instead; a range prefetches past its own end:
+// KernelArgs::steps). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16; bench/ab.py, 1 thread, cpu clock, one
 // output buffer, tables 3.9x the LLC unless named, 5 interleaved rounds, against the plans above):
 //  - Copied: f32 16 1.11x, 64 1.65x, 128 1.60x, 256 1.24x, 384 1.36x, 768 1.21x; f16 256 1.50x;
 //    bf16 4096 1.17x; f32 64 with outputs rotating through DRAM 1.41x.
@@ -808,14 +809,14 @@ struct RowPrefetcher {
 // (interleaved_plan), else the plan's part of it at the top of the loop.
 template <bool kInterleaved, DType TD, IdPath P>
 __attribute__((noinline)) void copy_tokens(const RowPrefetcher<TD, P> prefetch, std::uint64_t begin, std::uint64_t end,
-                                           std::byte* out, std::uint64_t row_bytes, bool stream) {
+                                           std::uint64_t ahead_end, std::byte* out, std::uint64_t row_bytes, bool stream) {
   const std::uint64_t distance = prefetch.plan.distance;
   for (std::uint64_t i = begin; i < end; ++i, out += row_bytes) {
     const std::byte* row = prefetch.rows(i);
     if constexpr (kInterleaved) {
-      copy_row(out, row, row_bytes, stream, i + distance < end ? prefetch.rows(i + distance) : nullptr);
+      copy_row(out, row, row_bytes, stream, i + distance < ahead_end ? prefetch.rows(i + distance) : nullptr);
     } else {
-      if (i + distance < end) prefetch(i + distance);
+      if (i + distance < ahead_end) prefetch(i + distance);
       copy_row(out, row, row_bytes, stream, nullptr);
     }
   }
@@ -862,16 +863,18 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
                                                   : gather_prefetch_plan(table_row_bytes, out_row_bytes),
                                       table_row_bytes, a.params_offset};
   const std::uint64_t distance = prefetch.plan.distance;
+  // Rows ahead are prefetched up to the call's end, past the range's (KernelArgs::steps).
+  const std::uint64_t ahead_end = a.steps > end ? a.steps : end;
   // The range's first rows, before the loop's prefetches `distance` tokens ahead reach them; not the
   // very first, whose loads come next anyway (prefetching it cost a warm single-token call 4-5 ns).
   {
     StepOrder first(a, begin + 1);
-    for (std::uint64_t v = begin + 1; v < end && v < begin + distance; ++v, first.next()) prefetch(first.token());
+    for (std::uint64_t v = begin + 1; v < ahead_end && v < begin + distance; ++v, first.next()) prefetch(first.token());
   }
   if constexpr (kSameBits) {
     if (copies_rows) {
-      return interleaved ? copy_tokens<true>(prefetch, begin, end, out, out_row_bytes, stream)
-                         : copy_tokens<false>(prefetch, begin, end, out, out_row_bytes, stream);
+      return interleaved ? copy_tokens<true>(prefetch, begin, end, ahead_end, out, out_row_bytes, stream)
+                         : copy_tokens<false>(prefetch, begin, end, ahead_end, out, out_row_bytes, stream);
     }
   }
   // Steps, not tokens, from here: `order` is the step being embedded, `ahead` the one prefetched.
@@ -891,7 +894,7 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
         stage.fill(block, block + kStagedRows < end ? block + kStagedRows : end, table_row_bytes,
                    [&](std::uint64_t v) {
                      const RowStage::Source source{prefetch.rows(copied.token()),
-                                                   v + distance < end ? prefetch.rows(copied_ahead.token()) : nullptr};
+                                                   v + distance < ahead_end ? prefetch.rows(copied_ahead.token()) : nullptr};
                      copied.next();
                      copied_ahead.next();
                      return source;
@@ -912,8 +915,8 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
     const std::byte* tok = prefetch.rows(i);
     const std::byte* ahead_row = nullptr;
     if constexpr (kInterleavesRows) {  // (copied and staged rows took the loops above)
-      ahead_row = v + distance < end ? prefetch.rows(ahead.token()) : nullptr;
-    } else if (v + distance < end) {
+      ahead_row = v + distance < ahead_end ? prefetch.rows(ahead.token()) : nullptr;
+    } else if (v + distance < ahead_end) {
       prefetch(ahead.token());
     }
     const std::byte* seg = segment_row(a, i);
