@@ -49,14 +49,15 @@ __attribute__((always_inline)) inline std::uint64_t bag_row(const PoolArgs& a, s
 }
 
 // Software prefetch a fixed number of ids ahead of the first pass over the rows, across bag
-// boundaries (the ids of consecutive bags are consecutive), up to the end of the call's range.
+// boundaries (the ids of consecutive bags are consecutive), up to the end of the call, past the
+// range's (PoolArgs::bags).
 struct RowPrefetch {
-  std::uint64_t distance = 0;  // ids ahead
-  std::uint64_t bytes = 0;     // of each row, from its start (prefetch_plan)
+  std::uint64_t distance = 0;   // ids ahead
+  std::uint64_t bytes = 0;      // of each row, from its start (prefetch_plan)
   std::uint64_t ids_end = 0;    // the first id past the range
-  std::uint64_t ahead_end = 0;  // the first id past the call's (PoolArgs::bags): rows prefetched stop there
-  bool block_passes = false;   // the rows are pooled in block passes, each prefetching its own columns
-  bool interleaved = false;    // a row fits the registers: pool_block prefetches the row ahead line by line
+  std::uint64_t ahead_end = 0;  // the first id past the call (PoolArgs::bags): no row ahead past it
+  bool block_passes = false;    // the rows are pooled in block passes, each prefetching its own columns
+  bool interleaved = false;     // a row fits the registers: pool_block prefetches the row ahead line by line
 };
 
 // How a bag's ids become rows and how the rows combine, fixed for the whole call: the gather's
@@ -115,10 +116,10 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
 // also int8 64 with AVX2, and with AVX-512 every dtype up to dim 256 and the chunk path: below)
 // prefetch the whole row ahead (16 ids ahead until about 8 KiB of rows replaced it, below), each
 // line after the first load of the same line of this row, as FBGEMM's EmbeddingSpMDM kernels do
-// (the gather does so too since: interleaved_plan). Near the end of the call the id ahead is its last (a
-// row already on its way), so the loop has no branch for it (FBGEMM branches to the current row
-// instead). The plans above issue the prefetches at the top of each row's loop, behind a test of
-// the distance. Measured on the 32 MiB-L3 Zen 3 (AVX2, bench/ab.py, 1 thread, tables 3.9x the LLC,
+// (the gather does so too since: interleaved_plan). Near the end of the call the id ahead is its
+// last (a row already on its way), so the loop has no branch for it (FBGEMM branches to the
+// current row instead). The plans above issue the prefetches at the top of each row's loop, behind
+// a test of the distance. Measured on the 32 MiB-L3 Zen 3 (AVX2, bench/ab.py, 1 thread, tables 3.9x the LLC,
 // 7 rounds, against bag_prefetch_plan's first line or pair 12 rows ahead): f32 64 bags of 8 / 32 /
 // 128 1.15x / 1.12x / 1.07x, f16 64 bags of 8 / 32 1.19x / 1.24x, f32 32 and bf16 64 bags of 32
 // 1.19x and 1.17x. Controls the change leaves alone: int8 64 1.03x, f32 256 0.90-1.02x in three
@@ -525,13 +526,13 @@ inline float pool_one(const Bag<TD, P>& bag, std::uint64_t j) {
 // so they keep pool_rows. 8, 12 and 16 ids ahead were within the noise of each other.
 // With AVX-512, 16-bit and int8 rows wider than the registers, up to a chunk (kChunkFloats values),
 // go in blocks of 16 vectors (int8 since in blocks of 24, 16-bit rows of more than 32 vectors in
-// blocks of 30, 28 on the general id path: below). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16, 1 thread, tables 3.9x
-// the LLC, 5 rounds, against pool_rows): f16 768 bags of 8 / 32 1.16x / 1.22x, mean + normalize
-// 1.25x; int8 768 1.60x / 1.10x; f16 512 1.33x. f32 and int4 rows lost and keep pool_rows: f32 768
-// 0.69x, int4 768 0.94x. 16 ids ahead against 12: 0.97-1.09x. bf16 (decoded as f16 is, by a
-// shift) and rows of 769-1024 values were not measured. Again with 16-bit blocks of 30 and int8
-// blocks of 24 (at dcd7c69, 5 rounds, against 12): 16 ahead 0.94-1.00x (int8 768 bags of 32
-// 0.94x); 8 ahead 0.83-1.05x (f16 768 bags of 8 1.05x, of 128 0.96x; int8 768 bags of 32 0.83x).
+// blocks of 30, 28 on the general id path: below). Measured on a 32 MiB-L3 Zen 5 (AVX-512 BF16, 1
+// thread, tables 3.9x the LLC, 5 rounds, against pool_rows): f16 768 bags of 8 / 32 1.16x / 1.22x,
+// mean + normalize 1.25x; int8 768 1.60x / 1.10x; f16 512 1.33x. f32 and int4 rows lost and keep
+// pool_rows: f32 768 0.69x, int4 768 0.94x. 16 ids ahead against 12: 0.97-1.09x. bf16 (decoded as
+// f16 is, by a shift) and rows of 769-1024 values were not measured. Again with 16-bit blocks of 30
+// and int8 blocks of 24 (at dcd7c69, 5 rounds, against 12): 16 ahead 0.94-1.00x (int8 768 bags of
+// 32 0.94x); 8 ahead 0.83-1.05x (f16 768 bags of 8 1.05x, of 128 0.96x; int8 768 bags of 32 0.83x).
 // Blocks of 12 vectors (12 of the 16 registers hold sums; the last block what is left) against
 // blocks of 8 (5 rounds): f16 256 bags of 8, 32, 128 1.01x, 1.34x, 1.39x; int8 256 1.19x, 1.05x,
 // 1.15x; f16 128 1.06x; mean + normalize 1.11x; but int4 256 0.95x [0.95-0.96] (its decoding holds
@@ -577,13 +578,13 @@ constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? (TD == DType:
 // further gain (1.015x to 1.068x against 1.007x to 1.073x without). Rows of 32 vectors keep two
 // passes of 16: one of 30 and one of 2 pooled f16 512 0.937x. The general id path takes blocks of
 // 28: its weight and token scale are two more live registers (with blocks of 30, while it still
-// tested the request per vector, GCC left accumulators on the stack: 108 and 128 zmm stack
-// accesses in its f16 and bf16 pool_bags_on, against 7 and 8; 30 was not tried again since). It
-// kept blocks of 16 until the request was chosen once per loop (Bag::with_combine); since, 28
-// (18 zmm stack accesses left in its pool_block<28>) against 16 (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5
-// rounds, weighted sums, two runs): f16 768 bags of 8 / 32 / 128 1.05x / 1.10-1.18x / 1.06-1.08x,
-// mean + normalize 1.10x, f16 1024 1.11-1.12x, bf16 768 1.09x. Blocks of 24 (no stack accesses,
-// where 28 has 18) gained less: 1.04x / 1.05x / 1.05x, f16 1024 1.10x.
+// tested the request per vector, GCC left accumulators on the stack: 108 and 128 zmm stack accesses
+// in its f16 and bf16 pool_bags_on, against 7 and 8; 30 was not tried again since). It kept blocks
+// of 16 until the request was chosen once per loop (Bag::with_combine); since, 28 (18 zmm stack
+// accesses left in its pool_block<28>) against 16 (bench/ab.py, Zen 5, 1 thread, tables 3.9x the
+// LLC, 5 rounds, weighted sums, two runs): f16 768 bags of 8 / 32 / 128 1.05x / 1.10-1.18x /
+// 1.06-1.08x, mean + normalize 1.10x, f16 1024 1.11-1.12x, bf16 768 1.09x. Blocks of 24 (no stack
+// accesses, where 28 has 18) gained less: 1.04x / 1.05x / 1.05x, f16 1024 1.10x.
 template <DType TD, IdPath P>
 constexpr std::uint64_t kWideBlockPassVectors =
     Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16) ? (P != IdPath::kGeneral ? 30 : 28)
