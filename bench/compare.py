@@ -1109,7 +1109,8 @@ def main():
             "id_sets_rule": {"min": ID_SETS_MIN, "touch_vs_llc": ID_SETS_TOUCH, "coverage": ID_SETS_COVERAGE,
                              "max_id_bytes": ID_SETS_MAX_BYTES, "dram_touched_vs_llc": DRAM_TOUCHED},
             "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "roofline_statistic": "best", "bag_roofline": "fastest of its plans"}
+            "roofline_statistic": "best", "bag_roofline": "fastest of its plans",
+            "roofline_prefetch_ahead": [b for b in probe.get("prefetch_ahead_tried", []) if b > 0]}
     if not args.smoke:
         meta.update(torch=torch.__version__, onnxruntime=ort.__version__, torch_capability=torch.backends.cpu.get_cpu_capability())
     result = {"meta": meta, "cases": [], "decode": {}, "residency": {}}
@@ -1419,8 +1420,11 @@ def markdown(result):
                 "the LLC; cache = both fit in it together" if per_case else
                 "dram = table >= 4x and outputs >= 2x the LLC; cache = both fit in it")
         best = m.get("roofline_statistic") == "best"
+        ahead = m.get("roofline_prefetch_ahead")
         lines += ["Roofline: the case's table rows streamed in order into its output dtype (same ISA, threads and "
-                  f"bytes), over a table 4x the LLC{'; the best of its samples (a limit: interference only lowers it)' if best else ''}. "
+                  f"bytes), over a table 4x the LLC{'; the best of its samples (a limit: interference only lowers it)' if best else ''}"
+                  + (f"; the fastest of its rows ahead prefetched in software {' or '.join(f'{b // 1024} KiB' for b in ahead)} "
+                     "further on, or not" if ahead else "") + ". "
                   + ("A bag's roofline pools the bag's rows as the kernel does, by the fastest of three plans for rows "
                      "wider than the registers (embedrt bench --roofline --bag). "
                      if m.get("bag_roofline") and any(c.get("bag", 1) > 1 for c in result["cases"]) else "")

@@ -63,19 +63,24 @@ TEST_CASE("roofline streams: the Embedder's bytes for rows 0..n-1, every ISA, dt
             CAPTURE(output_dtype_name(out));
             CAPTURE(stream);
             const auto expected = embedded(model, isa, out, ids, stream);
-            std::vector<std::byte> got(expected.size() + 64);
-            std::byte* aligned = got.data() + (64 - reinterpret_cast<std::uintptr_t>(got.data()) % 64) % 64;
-            perf::RowStream a;
-            a.table = model.token().bytes.data();
-            a.stride = model.token().row_stride;
-            a.dim = dim;
-            a.params_offset = row_params_offset(dtype, dim);
-            a.out = aligned;
-            a.stream = stream;
-            const auto kernel = perf::roofline_kernels(isa).get_stream(dtype, out);
-            kernel(a, 0, 20);  // in two ranges, as threads split a call
-            kernel(a, 20, 41);
-            CHECK(std::memcmp(aligned, expected.data(), expected.size()) == 0);
+            // Prefetching the rows ahead (past the table's end, near it) changes no value.
+            for (std::uint64_t ahead : perf::kPrefetchAheadBytes) {
+              CAPTURE(ahead);
+              std::vector<std::byte> got(expected.size() + 64);
+              std::byte* aligned = got.data() + (64 - reinterpret_cast<std::uintptr_t>(got.data()) % 64) % 64;
+              perf::RowStream a;
+              a.table = model.token().bytes.data();
+              a.stride = model.token().row_stride;
+              a.dim = dim;
+              a.params_offset = row_params_offset(dtype, dim);
+              a.out = aligned;
+              a.stream = stream;
+              a.prefetch_ahead = ahead;
+              const auto kernel = perf::roofline_kernels(isa).get_stream(dtype, out);
+              kernel(a, 0, 20);  // in two ranges, as threads split a call
+              kernel(a, 20, 41);
+              CHECK(std::memcmp(aligned, expected.data(), expected.size()) == 0);
+            }
           }
         }
       }
@@ -130,9 +135,13 @@ TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool p
               request.mode = mode;
               REQUIRE(embedder->pool(request, OutputSpan::from_bytes(expected, out).value()));
               for (perf::BagPlan plan : perf::kBagPlans) {
-                for (bool stream : {false, true}) {
+                for (const auto& [stream, ahead] : {std::pair<bool, std::uint64_t>{false, 0}, {true, 0}, {false, 4096},
+                                                    {true, 8192}}) {
+                  const bool streams = stream;  // (clang 14's CAPTURE cannot name a structured binding)
+                  const std::uint64_t prefetch_ahead = ahead;
                   CAPTURE(perf::bag_plan_name(plan));
-                  CAPTURE(stream);
+                  CAPTURE(streams);
+                  CAPTURE(prefetch_ahead);
                   // 64-byte aligned, as the Embedder's outputs are (convert_row aligns a stream's head anyway)
                   std::vector<std::byte> got(expected.size() + 64);
                   std::byte* aligned = got.data() + (64 - reinterpret_cast<std::uintptr_t>(got.data()) % 64) % 64;
@@ -144,6 +153,7 @@ TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool p
                   a.rows.params_offset = row_params_offset(dtype, dim);
                   a.rows.out = aligned;
                   a.rows.stream = stream;
+                  a.rows.prefetch_ahead = ahead;
                   a.bag = bag;
                   a.mean = mode == PoolingMode::kMean;
                   a.plan = plan;

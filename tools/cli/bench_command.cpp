@@ -288,32 +288,47 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
   const auto call = [&] {
     for (auto& s : streams) s->call(arena);
   };
-  // Bags of rows wider than the registers: each way of pooling them in turn (perf::BagPlan), the
-  // time shared between them, and the fastest kept on each clock, since none is the fastest
-  // everywhere and a roofline is the best one can do.
-  std::vector<perf::BagPlan> plans = {perf::BagPlan::kRowAtATime};
+  // Each way of streaming the rows in turn, the time shared between them, and the fastest kept on
+  // each clock, since none is the fastest everywhere and a roofline is the best one can do: with
+  // the rows ahead prefetched at each of perf::kPrefetchAheadBytes, and for bags of rows wider than
+  // the registers each way of pooling them (perf::BagPlan).
+  struct Way {
+    perf::BagPlan plan;
+    std::uint64_t ahead;
+  };
   const bool plans_differ =
       std::any_of(streams.begin(), streams.end(), [](const auto& s) { return s->bag_plans_differ(); });
-  if (plans_differ) plans.assign(std::begin(perf::kBagPlans), std::end(perf::kBagPlans));
-  Samples measured;                 // the plan fastest on the wall clock: its samples are reported
-  double best_cpu_median = 0.0;     // the fastest plan's on the CPU clock (cpu_tokens_per_second)
-  perf::BagPlan best_plan = plans.front();
-  json plan_rates = json::object(), plan_cpu_rates = json::object();
-  for (perf::BagPlan plan : plans) {
-    for (auto& s : streams) s->set_bag_plan(plan);
+  std::vector<Way> ways;
+  for (perf::BagPlan plan : perf::kBagPlans) {
+    for (std::uint64_t ahead : perf::kPrefetchAheadBytes) ways.push_back({plan, ahead});
+    if (!plans_differ) break;  // (the first plan stands for all)
+  }
+  const auto way_name = [&](const Way& w) {
+    const std::string prefetch = w.ahead == 0 ? "no software prefetch" : "prefetched " + std::to_string(w.ahead >> 10) + " KiB ahead";
+    return plans_differ ? std::string(perf::bag_plan_name(w.plan)) + ", " + prefetch : prefetch;
+  };
+  Samples measured;                 // the way fastest on the wall clock: its samples are reported
+  double best_cpu_median = 0.0;     // the fastest way's on the CPU clock (cpu_tokens_per_second)
+  Way best = ways.front();
+  json way_rates = json::object(), way_cpu_rates = json::object();
+  for (const Way& way : ways) {
+    for (auto& s : streams) {
+      s->set_bag_plan(way.plan);
+      s->set_prefetch_ahead(way.ahead);
+    }
     for (int i = 0; i < 3; ++i) call();
     std::uint64_t per_sample = 1;
-    Samples samples = measure(args.seconds / static_cast<double>(plans.size()), threads, per_sample, [&] {
+    Samples samples = measure(args.seconds / static_cast<double>(ways.size()), threads, per_sample, [&] {
       call();
       return true;
     });
     const double wall = percentile(samples.wall, 50), cpu = percentile(samples.cpu, 50);
-    plan_rates[perf::bag_plan_name(plan)] = static_cast<double>(tokens) / wall;
-    plan_cpu_rates[perf::bag_plan_name(plan)] = static_cast<double>(tokens) / cpu;
+    way_rates[way_name(way)] = static_cast<double>(tokens) / wall;
+    way_cpu_rates[way_name(way)] = static_cast<double>(tokens) / cpu;
     if (best_cpu_median == 0.0 || cpu < best_cpu_median) best_cpu_median = cpu;
     if (measured.wall.empty() || wall < percentile(measured.wall, 50)) {
       measured = std::move(samples);
-      best_plan = plan;
+      best = way;
     }
   }
   const auto& seconds = measured.wall;
@@ -333,15 +348,17 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
                 {"latency_seconds", latency_json(seconds)},
                 {"cpu_tokens_per_second", static_cast<double>(tokens) / best_cpu_median},
                 {"latency_cpu_seconds", latency_json(measured.cpu)}};
+    // The fastest way on the wall clock (its samples are reported), and every way's rate.
+    doc["way"] = way_name(best);
+    doc["prefetch_ahead_bytes"] = best.ahead;
+    doc["prefetch_ahead_tried"] = std::vector<std::uint64_t>(std::begin(perf::kPrefetchAheadBytes), std::end(perf::kPrefetchAheadBytes));
+    doc["ways_tokens_per_second"] = way_rates;
+    doc["ways_cpu_tokens_per_second"] = way_cpu_rates;
     if (args.bag) {
       doc["bag"] = args.bag;
       doc["pooling"] = args.pooling == "mean" ? "mean" : "sum";
       doc["bags_per_second"] = tokens_per_second / static_cast<double>(args.bag);
-      if (plans_differ) {
-        doc["bag_plan"] = perf::bag_plan_name(best_plan);  // the fastest on the wall clock: its samples are reported
-        doc["bag_plans_tokens_per_second"] = plan_rates;
-        doc["bag_plans_cpu_tokens_per_second"] = plan_cpu_rates;
-      }
+      if (plans_differ) doc["bag_plan"] = perf::bag_plan_name(best.plan);
     }
     std::printf("%s\n", doc.dump(2).c_str());
   } else {
@@ -355,7 +372,7 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
     std::printf("  %s\n", sizes_text(sizes, llc).c_str());
     std::printf("  %.3f M tokens/s, %.2f GB/s (%.0f bytes per token: table rows read + output written)\n",
                 tokens_per_second / 1e6, gbps, bytes_per_token);
-    if (plans_differ) std::printf("  the fastest way to pool the bags: %s\n", perf::bag_plan_name(best_plan));
+    std::printf("  the fastest way: %s\n", way_name(best).c_str());
   }
   return kExitOk;
 }
@@ -862,7 +879,8 @@ Runner add_bench_command(CLI::App& app) {
                 "drop the model file from the page cache before opening it (first request from disk)");
   cmd->add_flag("--roofline", args->roofline,
                 "measure the case's roofline instead: its table rows streamed in order to its output dtype, over "
-                "buffers 4x the last-level cache");
+                "buffers 4x the last-level cache; the fastest of the rows ahead prefetched in software at a few "
+                "distances or not (and of three ways to pool wide bags)");
   cmd->add_flag("--evict", args->evict,
                 "cold single-token decode: the row and output evicted (clflush) before each call, beside the "
                 "physical limit (the row's lines prefetched at once, then the add)");

@@ -98,6 +98,7 @@ void StreamRoofline::call(tbb::task_arena& arena) {
   a.params_offset = row_params_offset(m.c.table, m.c.dim);
   a.out = m.outputs[m.next_out]->data;
   a.stream = m.c.stream;
+  a.prefetch_ahead = m.c.prefetch_ahead;
   m.next_row = (m.next_row + m.c.tokens) % m.rows;
   m.next_out = (m.next_out + 1) % m.c.out_sets;
   if (m.c.bag > 1) {
@@ -147,6 +148,7 @@ void StreamRoofline::call_bags(tbb::task_arena& arena, const RowStream& rows) {
 }
 
 void StreamRoofline::set_bag_plan(BagPlan plan) noexcept { impl_->c.bag_plan = plan; }
+void StreamRoofline::set_prefetch_ahead(std::uint64_t bytes) noexcept { impl_->c.prefetch_ahead = bytes; }
 bool StreamRoofline::bag_plans_differ() const noexcept { return impl_->plans_differ; }
 
 std::uint64_t StreamRoofline::table_bytes() const noexcept { return impl_->rows * impl_->c.stride; }

@@ -1,9 +1,10 @@
 // The honest roofline of a gather case: the time the memory system needs to move exactly the
 // case's bytes — its table rows (table dtype, the file's row stride) read in order and its
 // output rows (output dtype, converted) written — over buffers several times the last-level
-// cache, on the same threads and the same ISA as the kernel under test. No gather of the same
-// rows can beat a sequential stream of them, so "% of roofline" can only exceed 100% when the
-// gather's rows come from cache.
+// cache, on the same threads and the same ISA as the kernel under test, with the rows ahead
+// prefetched in software or not (RowStream::prefetch_ahead; the fastest counts). No gather of the
+// same rows should beat a sequential stream of them, so "% of roofline" past 100% means the
+// gather's rows came from cache, or that this stream is not yet the fastest there is.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@ struct StreamCase {
   std::uint64_t bag = 1;
   bool mean = false;
   BagPlan bag_plan = BagPlan::kRowAtATime;  // wide rows only
+  std::uint64_t prefetch_ahead = 0;  // RowStream::prefetch_ahead
 };
 
 class StreamRoofline {
@@ -44,6 +46,7 @@ class StreamRoofline {
   // arena's threads in contiguous ~128 KiB chunks of output (as the Embedder splits a request).
   void call(tbb::task_arena& arena);
   void set_bag_plan(BagPlan plan) noexcept;
+  void set_prefetch_ahead(std::uint64_t bytes) noexcept;
   bool bag_plans_differ() const noexcept;  // bags of rows wider than the registers (bag_register_values)
 
   std::uint64_t table_bytes() const noexcept;   // the table buffer streamed through
