@@ -288,10 +288,11 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
   const auto call = [&] {
     for (auto& s : streams) s->call(arena);
   };
-  // Each way of streaming the rows in turn, the time shared between them, and the fastest kept on
-  // each clock, since none is the fastest everywhere and a roofline is the best one can do: with
-  // the rows ahead prefetched at each of perf::kPrefetchAheadBytes, and for bags of rows wider than
-  // the registers each way of pooling them (perf::BagPlan).
+  // Each way of streaming the rows in turn, and the fastest kept on each clock, since none is the
+  // fastest everywhere and a roofline is the best one can do: with the rows ahead prefetched at
+  // each of perf::kPrefetchAheadBytes, and for bags of rows wider than the registers each way of
+  // pooling them (perf::BagPlan), which share --seconds between them; each prefetch distance has
+  // that time again (the samples of each way as many as before the distances were added).
   struct Way {
     perf::BagPlan plan;
     std::uint64_t ahead;
@@ -318,7 +319,8 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
     }
     for (int i = 0; i < 3; ++i) call();
     std::uint64_t per_sample = 1;
-    Samples samples = measure(args.seconds / static_cast<double>(ways.size()), threads, per_sample, [&] {
+    const double plans_measured = static_cast<double>(ways.size() / std::size(perf::kPrefetchAheadBytes));
+    Samples samples = measure(args.seconds / plans_measured, threads, per_sample, [&] {
       call();
       return true;
     });

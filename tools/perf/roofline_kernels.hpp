@@ -22,8 +22,8 @@ struct RowStream {
   std::uint64_t params_offset = 0;  // int8/int4_rowwise: where a row's scale and bias are (row_params_offset)
   std::byte* out = nullptr;         // dim elements of the output dtype per row, packed
   bool stream = false;              // non-temporal stores
-  // Each row's lines this many bytes further on are prefetched in software as the row is first
-  // read; 0: none, the hardware's prefetchers alone. A core following a stream with its hardware
+  // The lines this many bytes further on are prefetched in software as each row (a stream) or
+  // bag of rows (pooled) is read; 0: none, the hardware's prefetchers alone. A core following a stream with its hardware
   // prefetchers alone keeps fewer lines in flight than software prefetches keep, so gathers of
   // random rows with them ran past such a roofline (FBGEMM's int8 768 bags to 133% of it).
   std::uint64_t prefetch_ahead = 0;
