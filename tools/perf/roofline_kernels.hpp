@@ -22,17 +22,18 @@ struct RowStream {
   std::uint64_t params_offset = 0;  // int8/int4_rowwise: where a row's scale and bias are (row_params_offset)
   std::byte* out = nullptr;         // dim elements of the output dtype per row, packed
   bool stream = false;              // non-temporal stores
-  // The lines this many bytes further on are prefetched in software as each row (a stream) or
-  // bag of rows (pooled) is read; 0: none, the hardware's prefetchers alone. A core following a stream with its hardware
-  // prefetchers alone keeps fewer lines in flight than software prefetches keep, so gathers of
-  // random rows with them ran past such a roofline (FBGEMM's int8 768 bags to 133% of it).
+  // The lines this many bytes further on are prefetched in software as each row (a stream) or bag
+  // of rows (pooled) is read; 0: none, the hardware's prefetchers alone. A core following a stream
+  // with its hardware prefetchers alone keeps fewer lines in flight than software prefetches keep,
+  // so gathers of random rows with them ran past such a roofline (FBGEMM's int8 768 bags to 133%).
   std::uint64_t prefetch_ahead = 0;
 };
 // The distances the roofline tries, keeping the fastest (bench --roofline): none is the fastest
-// everywhere. Measured on a 32 MiB-L3 Zen 5 (1 thread, CPU clock, one run each, M rows/s with none /
-// 4 KiB / 8 KiB / 16 KiB ahead): bags of 8 int8 768 22-23 / 29-30 / 32-33 / 31, f16 768 17-18 /
-// 20-22 / 23-25 / 23, f32 256 30 / 33-36 / 34-37 / 32-34, f32 64 125 / 121-128 / 141-148 / 123-137;
-// streamed f32 256 26 / 29-30 / 25-27 / 26-27, f32 768 8.5-8.7 / 7.8 / 7.4-7.6 / 7.5.
+// everywhere. Measured on a 32 MiB-L3 Zen 5 (1 thread, CPU clock, one output buffer, tables 4x the
+// LLC, two runs, M rows/s with none / 4 KiB / 8 KiB ahead): bags of 8 int8 768 20 / 34 / 32-34, f16
+// 768 18-19 / 21 / 20, f32 256 27 / 35-37 / 33, f32 64 124-131 / 128-130 / 128-132; streamed f32
+// 256 27 / 26-29 / 25-26, f32 768 8.6 / 7.8 / 7.6-7.8. (16 KiB was no faster than 8 in an earlier
+// probe.)
 inline constexpr std::uint64_t kPrefetchAheadBytes[] = {0, 4096, 8192};
 using StreamRows = void (*)(const RowStream& args, std::uint64_t begin, std::uint64_t end);
 
