@@ -305,7 +305,8 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
     if (!plans_differ) break;  // (the first plan stands for all)
   }
   const auto way_name = [&](const Way& w) {
-    const std::string prefetch = w.ahead == 0 ? "no software prefetch" : "prefetched " + std::to_string(w.ahead >> 10) + " KiB ahead";
+    const std::string prefetch =
+        w.ahead == 0 ? "no software prefetch" : "prefetched " + std::to_string(w.ahead >> 10) + " KiB ahead";
     return plans_differ ? std::string(perf::bag_plan_name(w.plan)) + ", " + prefetch : prefetch;
   };
   Samples measured;                 // the way fastest on the wall clock: its samples are reported
@@ -353,7 +354,8 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
     // The fastest way on the wall clock (its samples are reported), and every way's rate.
     doc["way"] = way_name(best);
     doc["prefetch_ahead_bytes"] = best.ahead;
-    doc["prefetch_ahead_tried"] = std::vector<std::uint64_t>(std::begin(perf::kPrefetchAheadBytes), std::end(perf::kPrefetchAheadBytes));
+    doc["prefetch_ahead_tried"] =
+        std::vector<std::uint64_t>(std::begin(perf::kPrefetchAheadBytes), std::end(perf::kPrefetchAheadBytes));
     doc["ways_tokens_per_second"] = way_rates;
     doc["ways_cpu_tokens_per_second"] = way_cpu_rates;
     if (args.bag) {
