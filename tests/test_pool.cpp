@@ -194,7 +194,8 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
           const std::uint64_t bags = set.offsets.empty() ? set.bags : set.offsets.size() - 1;
           // The same ids as 32-bit values: the kernel has a path for each width.
           std::vector<std::int32_t> ids32(set.ids.size());  // (exactly: bag_sets)
-          std::transform(set.ids.begin(), set.ids.end(), ids32.begin(), [](std::int64_t id) { return static_cast<std::int32_t>(id); });
+          std::transform(set.ids.begin(), set.ids.end(), ids32.begin(),
+                         [](std::int64_t id) { return static_cast<std::int32_t>(id); });
           std::vector<float> request_weights(set.ids.size());
           for (float& w : request_weights) w = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
           for (PoolingMode mode : {PoolingMode::kSum, PoolingMode::kMean, PoolingMode::kMax}) {
@@ -294,6 +295,7 @@ TEST_CASE("pool and embed: an id map, ids outside it read as id 0 and both scale
   sets[1].name = "uniform 12 bags of 8";
   sets[1].bags = 12;
   for (int k = 0; k < 96; ++k) sets[1].ids.push_back(id(rng));
+  for (Bags& set : sets) set.ids.shrink_to_fit();  // exactly the request's ids (bag_sets says why)
   std::size_t outside = 0;
   for (const Bags& set : sets) {
     for (std::int64_t v : set.ids) outside += v < 0 || v >= static_cast<std::int64_t>(kMappedIds);

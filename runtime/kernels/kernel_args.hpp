@@ -48,8 +48,9 @@ struct KernelArgs {
   std::uint64_t position_offset = 0;
   std::int64_t padding_id = -1;  // >= 0: padding-aware positions (FORMAT.md section 7)
   // The call's steps [0, steps). A range prefetches the rows ahead of its last ones up to here, past
-  // its own end: the Embedder splits a call into ranges of about 128 KiB (32 tokens of an f32 dim-768
-  // output, 16 bags of 8 int8 dim-768 rows), and a thread takes them in order but where another
+  // its own end: the Embedder has oneTBB halve a call until its ranges are at most about 128 KiB
+  // (8192 tokens of an f32 dim-768 output into ranges of 32, 1024 bags of 8 int8 dim-768 rows into
+  // ranges of 16), and a thread takes them in order but where another
   // steals, so a range that stopped prefetching its last rows' successors left its thread's next
   // range to start on misses, every few dozen rows. Measured (bench/ab.py, Zen 5, 1 thread, tables
   // 3.9x the LLC, 5 rounds, one output buffer; against each range prefetching up to its own end):

@@ -313,6 +313,7 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
   double best_cpu_median = 0.0;     // the fastest way's on the CPU clock (cpu_tokens_per_second)
   Way best = ways.front();
   json way_rates = json::object(), way_cpu_rates = json::object();
+  const double plans_measured = static_cast<double>(ways.size() / std::size(perf::kPrefetchAheadBytes));
   for (const Way& way : ways) {
     for (auto& s : streams) {
       s->set_bag_plan(way.plan);
@@ -320,7 +321,6 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
     }
     for (int i = 0; i < 3; ++i) call();
     std::uint64_t per_sample = 1;
-    const double plans_measured = static_cast<double>(ways.size() / std::size(perf::kPrefetchAheadBytes));
     Samples samples = measure(args.seconds / plans_measured, threads, per_sample, [&] {
       call();
       return true;
@@ -861,7 +861,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default 0: every core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--out-dtype", args->out_dtype, "f32, bf16 or f16");
   cmd->add_option("--isa", args->isa, "force a kernel: " + known_list());
-  cmd->add_option("--seconds", args->seconds, "how long to measure (default 2)")->check(CLI::Range(0.01, 3600.0));
+  cmd->add_option("--seconds", args->seconds, "how long to measure (default 2; --roofline: that once per prefetch distance it tries, 3 times)")->check(CLI::Range(0.01, 3600.0));
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--nontemporal", args->nontemporal, "streaming stores: auto (by output size), always or never");
   cmd->add_option("--id-sets", args->id_sets, "random id batches rotated between calls (default 8)")
