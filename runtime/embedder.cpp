@@ -332,19 +332,26 @@ bool embeds_position_major(const kernels::KernelArgs& a) {
   return shared_positions && (!a.token_rows_from_memory || a.row_bytes <= kPositionMajorRowBytes);
 }
 
+// Whether a call that writes `out_bytes` of output stores it with streaming (non-temporal) stores,
+// which skip reading each line before writing it and leave the output out of the cache.
+bool streams_output(NonTemporal mode, std::uint64_t out_bytes, std::uint64_t llc_bytes) {
+  switch (mode) {
+    case NonTemporal::kAlways: return true;
+    case NonTemporal::kNever: return false;
+    // Measured with bench/kernel_bench.cpp BM_EmbedThenRead (embed, then a consumer reads the
+    // output) on a 32 MiB-L3 Zen 4: regular stores win up to ~6 MiB of output (the consumer
+    // finds it in cache), the two tie around 12-24 MiB, streaming wins from ~half the LLC up.
+    case NonTemporal::kAuto: break;
+  }
+  return out_bytes > llc_bytes / 2;
+}
+
 // Runs one output's kernel over tokens [0, n): on the calling thread for small outputs, else in
 // chunks on a oneTBB arena.
 void run_kernel(kernels::KernelArgs& a, std::uint64_t n, OutputDType out_dtype, DType table_dtype,
                 const EmbedderOptions& options_, Isa isa_, std::uint64_t llc_bytes_) {
   const std::uint64_t out_bytes = n * a.dim * output_element_bytes(out_dtype);
-  switch (options_.nontemporal) {
-    case NonTemporal::kAlways: a.nontemporal = true; break;
-    case NonTemporal::kNever: a.nontemporal = false; break;
-    // Measured with bench/kernel_bench.cpp BM_EmbedThenRead (embed, then a consumer reads the
-    // output) on a 32 MiB-L3 Zen 4: regular stores win up to ~6 MiB of output (the consumer
-    // finds it in cache), the two tie around 12-24 MiB, streaming wins from ~half the LLC up.
-    case NonTemporal::kAuto: a.nontemporal = out_bytes > llc_bytes_ / 2; break;
-  }
+  a.nontemporal = streams_output(options_.nontemporal, out_bytes, llc_bytes_);
   const kernels::RangeKernel kernel = kernels_for(isa_).get(table_dtype, out_dtype);
   a.steps = n;
   if (out_bytes <= options_.inline_bytes) {
@@ -594,6 +601,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   a.normalize = r.normalize.value_or(o.rules->normalize);
   a.bags = bags;
   a.out = out.data();
+  a.nontemporal = streams_output(options_.nontemporal, out.size() * output_element_bytes(out.dtype()), llc_bytes_);
   const kernels::BagKernel kernel = kernels_for(isa_).get_bag(o.token->dtype, out.dtype());
   // Work is reading rows: run small requests inline, larger ones in chunks of about 128 KiB of rows.
   const std::uint64_t row_read = row_bytes(o.token->dtype, dim);

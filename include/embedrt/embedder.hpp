@@ -147,8 +147,10 @@ struct BagRequest {
   std::optional<bool> normalize;    // L2-normalize each pooled vector; default: the output's pooling.normalize
 };
 
+// Streaming stores for a call's output (embed and pool alike): they skip the read of each line
+// before it is written, and leave the output out of the cache.
 enum class NonTemporal {
-  kAuto,    // stream stores when the output exceeds half the last-level cache (a measured crossover)
+  kAuto,    // stream stores when the call's output exceeds half the last-level cache (a measured crossover)
   kAlways,
   kNever,
 };

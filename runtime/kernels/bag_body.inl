@@ -26,8 +26,10 @@
 // then acc * output_scale. Normalization works on the vector as the output holds it (a 16-bit
 // output's values rounded first, as model2vec normalizes its f16 mean): the squares are summed in
 // the fixed 16-lane order of lane_ordered_sum (as LayerNorm's statistics), so every ISA gives the
-// same bits; then every value is divided by the length, in place for an f32 output, or by pooling
-// the chunks again (their rows are in cache) for a 16-bit one.
+// same bits; then every value is divided by the length, in place for an f32 output, from `chunk`
+// for a vector of one chunk otherwise, or by pooling the chunks again (their rows are in cache).
+// Streaming stores (PoolArgs::nontemporal) write each vector once, from registers or from `chunk`,
+// never the output row as a sum in progress.
 
 // How many vectors of a chunk pool_block holds in registers: 8 of the 16 AVX2/SSE registers; with
 // AVX-512's 32, 16 (a dim-256 row in one pass, as FBGEMM's JIT kernels hold it). Measured (bench/
@@ -276,7 +278,8 @@ inline RowTile whole_bag(const Bag<TD, P>& bag) noexcept {
 
 // Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kWideBlockPassVectors<TD, P> in
 // block passes) of every row of the bag into out[0, kVectors * W): the f32 operations of the
-// comment above, before the normalization. The count is a template argument so that the
+// comment above, before the normalization. `stream`: the result's stores bypass the cache (`out`
+// is vector-aligned: pool_bags_in_registers). The count is a template argument so that the
 // accumulators stay in registers (with a run-time count GCC kept them on the stack: a load and a
 // store per vector and row; and the loops over them are unrolled whole, 32 being at least every
 // count, since a loop left partly rolled indexes them at run time, which put them on the stack
@@ -286,7 +289,8 @@ inline RowTile whole_bag(const Bag<TD, P>& bag) noexcept {
 // and no code for the tiles' loads and stores (with it in every pool_block, AVX-512 f16 768 bags of
 // 8, which are never tiled, pooled 5% slower).
 template <std::uint64_t kVectors, DType TD, IdPath P, bool kInterleaved = false, bool kTiled = false>
-inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool first_pass, RowTile tile) {
+inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool first_pass, RowTile tile,
+                       bool stream = false) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   constexpr std::uint64_t vectors = kVectors;
@@ -365,7 +369,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   for (std::uint64_t v = 0; v < vectors; ++v) {
     V r = mean ? acc[v] / count : acc[v];
     if (scaled) r = r * scale;
-    Traits::store_f32(reinterpret_cast<std::byte*>(out + v * W), r, false);
+    Traits::store_f32(reinterpret_cast<std::byte*>(out + v * W), r, stream);
   }
 }
 
@@ -687,9 +691,11 @@ inline void add_squares(const float* chunk, std::uint64_t c, std::uint64_t count
   for (; k < count; ++k) tail[tail_count++] = chunk[k] * chunk[k];
 }
 
-// chunk[0, count) / divisor (when not 1) as values [c, c + count) of an output row.
+// chunk[0, count) / divisor (when not 1) as values [c, c + count) of an output row. `stream`: the
+// whole vectors' stores bypass the cache (out + c is then vector-aligned: streams_bags).
 template <OutputDType OD>
-inline void store_chunk(const float* chunk, std::uint64_t count, float divisor, std::byte* out, std::uint64_t c) {
+inline void store_chunk(const float* chunk, std::uint64_t count, float divisor, std::byte* out, std::uint64_t c,
+                        bool stream = false) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t whole = count / W * W;
@@ -697,7 +703,7 @@ inline void store_chunk(const float* chunk, std::uint64_t count, float divisor, 
   for (std::uint64_t k = 0; k < whole; k += W) {
     V x = Traits::load_f32(reinterpret_cast<const std::byte*>(chunk + k));
     if (divisor != 1.0f) x = x / d;
-    store<OD>(out, c + k, x, false);
+    store<OD>(out, c + k, x, stream);
   }
   for (std::uint64_t k = whole; k < count; ++k) store_one<OD>(out, c + k, divisor != 1.0f ? chunk[k] / divisor : chunk[k]);
 }
@@ -726,26 +732,101 @@ inline std::uint64_t first_id_of(const PoolArgs& a, std::uint64_t b) noexcept {
 // a call per bag and the Bag in memory (f32 256 bags of 8 0.77x).
 template <std::uint64_t kVectors, DType TD, IdPath P>
 __attribute__((flatten)) void pool_bags_in_registers(const PoolArgs& a, std::uint64_t begin, std::uint64_t end,
-                                                     const RowPrefetch& ahead) {
+                                                     const RowPrefetch& ahead, bool stream) {
   constexpr bool kInterleaved = interleaves_prefetch<TD>(kVectors * Traits::kWidth);
   float* out = static_cast<float*>(a.out);
   for (std::uint64_t b = begin; b < end; ++b) {
     const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead};
-    pool_block<kVectors, TD, P, kInterleaved>(bag, 0, out + b * a.dim, true, whole_bag(bag));
+    pool_block<kVectors, TD, P, kInterleaved>(bag, 0, out + b * a.dim, true, whole_bag(bag), stream);
   }
+  if (stream) Traits::fence();
 }
 
 template <DType TD, IdPath P, std::size_t... kMinusOne>
 void pool_bags_in_registers_of(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead,
-                               std::uint64_t vectors, std::index_sequence<kMinusOne...>) {
-  (void)((vectors == kMinusOne + 1 ? (pool_bags_in_registers<kMinusOne + 1, TD, P>(a, begin, end, ahead), true)
-                                   : false) ||
+                               bool stream, std::uint64_t vectors, std::index_sequence<kMinusOne...>) {
+  (void)((vectors == kMinusOne + 1
+              ? (pool_bags_in_registers<kMinusOne + 1, TD, P>(a, begin, end, ahead, stream), true)
+              : false) ||
          ...);
+}
+
+// Whether a call's pooled vectors leave by streaming stores (PoolArgs::nontemporal), which need
+// every output row to start vector-aligned: the output does, and a row is a whole number of
+// vector stores. Otherwise they are stored through the cache.
+template <OutputDType OD>
+inline bool streams_bags(const PoolArgs& a) noexcept {
+  constexpr std::uint64_t kVectorBytes = Traits::kWidth * out_size(OD);
+  return a.nontemporal && Traits::kCanStream && reinterpret_cast<std::uintptr_t>(a.out) % kVectorBytes == 0 &&
+         a.dim * out_size(OD) % kVectorBytes == 0;
+}
+
+// The bags [begin, end) that pool_bags_on does not pool in registers, a chunk of each vector at a
+// time. kInPlace: an f32 output row, not streamed, holds its chunks' sums as they are made;
+// otherwise they are made in `chunk` in L1 (a 16-bit output's rounded from there) and stored from
+// there, streamed when `stream`. (Pooling every row of an f32 output into `chunk` and copying it
+// out cost bags of 8 ids up to a sixth of their time: GCC made the copy a `rep movsq`, which held
+// back the next bag's loads. kInPlace is a template argument because decided at run time, GCC's
+// code pooled AVX-512 f16 768 bags of 8 0.97-0.98x as fast.)
+template <DType TD, OutputDType OD, IdPath P, bool kInPlace>
+void pool_bags_in_chunks(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead,
+                         bool stream) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  const std::uint64_t dim = a.dim;
+  alignas(64) float chunk[kChunkFloats];
+  RowStage stage;
+  // (pool_block and block passes read the table)
+  RowStage* const staging = stages_rows<TD>(a.row_bytes) && !ahead.block_passes ? &stage : nullptr;
+  for (std::uint64_t b = begin; b < end; ++b) {
+    const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead, staging};
+    std::byte* out = static_cast<std::byte*>(a.out) + b * dim * out_size(OD);
+    // The squares, when normalizing: 16 lanes, and the values past the last multiple of 16 (< 16).
+    V lanes[kNormLanes / W];
+    for (V& l : lanes) l = V(0.0f);
+    float tail[kNormLanes];
+    std::uint64_t tail_count = 0;
+    const std::uint64_t lanes_end = dim - dim % kNormLanes;
+    for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
+      const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
+      float* pooled = kInPlace ? reinterpret_cast<float*>(out) + c : chunk;
+      pool_chunk(bag, c, count, pooled, c == 0);
+      if (a.normalize) {
+        round_to_output<OD>(pooled, count);
+        add_squares(pooled, c, count, lanes_end, lanes, tail, tail_count);
+      }
+      if (!kInPlace && !a.normalize) store_chunk<OD>(chunk, count, 1.0f, out, c, stream);
+    }
+    if (!a.normalize) continue;
+    alignas(64) float lane_values[kNormLanes];
+    for (std::uint64_t v = 0; v < kNormLanes / W; ++v) {
+      Traits::store_f32(reinterpret_cast<std::byte*>(lane_values + v * W), lanes[v], false);
+    }
+    float squares = 0.0f;
+    for (float l : lane_values) squares += l;
+    for (std::uint64_t k = 0; k < tail_count; ++k) squares += tail[k];
+    // A zero vector (an empty bag) stays zero.
+    const float length = squares > 0.0f ? __builtin_sqrtf(squares) : 1.0f;
+    if constexpr (kInPlace) {  // the output row holds the vector: divided where it is
+      store_chunk<OD>(reinterpret_cast<const float*>(out), dim, length, out, 0);
+      continue;
+    }
+    if (dim <= kChunkFloats) {  // `chunk` holds the vector as the output would
+      store_chunk<OD>(chunk, dim, length, out, 0, stream);
+      continue;
+    }
+    for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
+      const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
+      pool_chunk(bag, c, count, chunk, false);
+      round_to_output<OD>(chunk, count);
+      store_chunk<OD>(chunk, count, length, out, c, stream);
+    }
+  }
+  if (stream) Traits::fence();
 }
 
 template <DType TD, OutputDType OD, IdPath P>
 void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
-  using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
   const std::uint64_t table_row_bytes = a.row_bytes;  // computed by the caller, as the gather's
@@ -772,59 +853,17 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   for (std::uint64_t i = range_first; i < ahead.ahead_end && i < range_first + ahead.distance; ++i) {
     prefetch_row<TD>(a.token + bag_row(a, i) * a.token_stride, ahead.bytes, table_row_bytes, a.params_offset);
   }
-  // An f32 output row is pooled where it goes; a 16-bit one is pooled into `chunk` in L1 and
-  // rounded from there. (Pooling every row into `chunk` and copying it out cost bags of 8 ids up to
-  // a sixth of their time: GCC made the copy a `rep movsq`, which held back the next bag's loads.)
+  const bool stream = streams_bags<OD>(a);
   if constexpr (kPoolInPlace && P != IdPath::kGeneral) {
     if (in_registers) {
-      return pool_bags_in_registers_of<TD, P>(a, begin, end, ahead, dim / W,
+      return pool_bags_in_registers_of<TD, P>(a, begin, end, ahead, stream, dim / W,
                                                std::make_index_sequence<kRegisterVectors<TD>>());
     }
   }
-  alignas(64) float chunk[kChunkFloats];
-  RowStage stage;
-  // (pool_block and block passes read the table)
-  RowStage* const staging = stages_rows<TD>(table_row_bytes) && !block_passes ? &stage : nullptr;
-  for (std::uint64_t b = begin; b < end; ++b) {
-    const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead, staging};
-    std::byte* out = static_cast<std::byte*>(a.out) + b * dim * out_size(OD);
-    // The squares, when normalizing: 16 lanes, and the values past the last multiple of 16 (< 16).
-    V lanes[kNormLanes / W];
-    for (V& l : lanes) l = V(0.0f);
-    float tail[kNormLanes];
-    std::uint64_t tail_count = 0;
-    const std::uint64_t lanes_end = dim - dim % kNormLanes;
-    for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
-      const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
-      float* pooled = kPoolInPlace ? reinterpret_cast<float*>(out) + c : chunk;
-      pool_chunk(bag, c, count, pooled, c == 0);
-      if (a.normalize) {
-        round_to_output<OD>(pooled, count);
-        add_squares(pooled, c, count, lanes_end, lanes, tail, tail_count);
-      }
-      if (!kPoolInPlace && !a.normalize) store_chunk<OD>(chunk, count, 1.0f, out, c);
-    }
-    if (!a.normalize) continue;
-    alignas(64) float lane_values[kNormLanes];
-    for (std::uint64_t v = 0; v < kNormLanes / W; ++v) {
-      Traits::store_f32(reinterpret_cast<std::byte*>(lane_values + v * W), lanes[v], false);
-    }
-    float squares = 0.0f;
-    for (float l : lane_values) squares += l;
-    for (std::uint64_t k = 0; k < tail_count; ++k) squares += tail[k];
-    // A zero vector (an empty bag) stays zero.
-    const float length = squares > 0.0f ? __builtin_sqrtf(squares) : 1.0f;
-    if constexpr (kPoolInPlace) {  // the output row holds the vector: divided where it is
-      store_chunk<OD>(reinterpret_cast<const float*>(out), dim, length, out, 0);
-      continue;
-    }
-    for (std::uint64_t c = 0; c < dim; c += kChunkFloats) {
-      const std::uint64_t count = dim - c < kChunkFloats ? dim - c : kChunkFloats;
-      pool_chunk(bag, c, count, chunk, false);
-      round_to_output<OD>(chunk, count);
-      store_chunk<OD>(chunk, count, length, out, c);
-    }
+  if constexpr (kPoolInPlace) {
+    if (!stream) return pool_bags_in_chunks<TD, OD, P, true>(a, begin, end, ahead, false);
   }
+  pool_bags_in_chunks<TD, OD, P, false>(a, begin, end, ahead, stream);
 }
 
 template <DType TD, OutputDType OD>

@@ -91,6 +91,9 @@ struct PoolArgs {
   std::uint64_t bags = 0;
 
   void* out = nullptr;  // bags x dim
+  // Streaming stores for the pooled vectors, as KernelArgs::nontemporal; only where every output row
+  // starts vector-aligned (streams_bags in bag_body.inl), else the stores go through the cache.
+  bool nontemporal = false;
 };
 
 // Embeds tokens [begin, end) of a request.
