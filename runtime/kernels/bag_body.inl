@@ -240,9 +240,10 @@ struct Bag {
     if (i + ahead.distance >= ahead.ahead_end) return;
     prefetch_row<TD>(this->row(i + ahead.distance), ahead.bytes, a.row_bytes, a.params_offset);
   }
-  // Called with each id of a block pass over values [j, j + count): the lines holding those values
-  // of the row `ahead.distance` ids later start arriving, and with the first block a quantized
-  // row's scale and bias, which every pass reads. Rows start on a line (FORMAT.md 4).
+  // Called with each id of a block pass over values [j, j + count) (AVX2, SSE4.2:
+  // kInterleavesBlockPasses): the lines holding those values of the row `ahead.distance` ids later
+  // start arriving, and with the first block a quantized row's scale and bias, which every pass
+  // reads. Rows start on a line (FORMAT.md 4).
   __attribute__((always_inline)) void prefetch_columns_ahead_of(std::uint64_t i, std::uint64_t j,
                                                                 std::uint64_t count) const noexcept {
     if (i + ahead.distance >= ahead.ahead_end) return;
@@ -263,6 +264,19 @@ struct Bag {
                 });
   }
 };
+
+// With AVX-512, a block pass over the rows (pool_block_passes, below) prefetches its columns of
+// the row ahead line by line, each line after the first load from the same line of this row (as
+// interleaves_prefetch's whole rows, and as FBGEMM's JIT kernels do), rather than all of them at
+// the top of the row (Bag::prefetch_columns_ahead_of); the same distance, kBlockPassDistance ids.
+// Measured on a 32 MiB-L3 Zen 5 host whose random rows read slowly (README: a second Zen 5 host;
+// bench/ab.py, 1 thread, tables 3.9x the LLC, one output buffer, 7 rounds, against the top of the
+// row; two runs): int8 768 bags of 8 / 32 / 128 1.015-1.049x / 1.114-1.129x / 1.107-1.116x, int8
+// 512 bags of 32 1.095-1.100x, f16 768 bags of 8 / 32 1.030-1.046x / 1.010-1.020x, mean + normalize
+// 1.005-1.040x, bf16 768 0.991-0.999x. AVX2 (forced) in every pass lost int8 256, bags of 8 / 32
+// 0.889x / 0.968x, though f16 256 gained 1.069x: AVX2 and SSE4.2 keep the top of the row. Not
+// measured on the faster Zen 5 host nor on Intel.
+constexpr bool kInterleavesBlockPasses = Traits::kWidth == 16;
 
 // The rows of a bag that one pass of pool_block pools: all of them, or a tile of them
 // (pool_block_passes). A tile after the first adds to the sums a previous one stored in `out`
@@ -307,12 +321,23 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
   const bool weighted = bag.weighted();
   bag.with_combine([&](auto combine) __attribute__((always_inline)) {
     for (std::uint64_t i = from; i < to; ++i) {
+      // The block's lines in the row ahead, each prefetched after the first load from the same
+      // line of this row: the whole row (kInterleaved, j == 0), or a block pass's columns
+      // (kInterleavesBlockPasses); else none.
       const std::byte* ahead_row = nullptr;
       if constexpr (kInterleaved) {
         ahead_row = bag.row_ahead_of(i);
       } else if (first_pass) {
         if (bag.ahead.block_passes) {
-          bag.prefetch_columns_ahead_of(i, j, kVectors * W);
+          if constexpr (kInterleavesBlockPasses) {
+            ahead_row = bag.row_ahead_of(i);
+            if constexpr (kRowwiseQuantized<TD>) {
+              if (j == 0) Traits::prefetch(ahead_row + a.params_offset);
+            }
+            ahead_row += table_bytes<TD>(j);
+          } else {
+            bag.prefetch_columns_ahead_of(i, j, kVectors * W);
+          }
         } else {
           bag.prefetch_ahead_of(i);
         }
@@ -343,7 +368,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
 #pragma GCC unroll 32
       for (std::uint64_t v = 0; v < vectors; ++v) {
         const V x = load<TD>(block, v * W, qs, qb);
-        if constexpr (kInterleaved) {
+        if (kInterleaved || (kInterleavesBlockPasses && ahead_row != nullptr)) {
           prefetch_line_ahead<table_bytes<TD>(W)>(ahead_row, table_bytes<TD>(v * W));
         }
         acc[v] = combine(x, acc[v], w, bag_first);
