@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang + ASan + UBSan, seeds each from the project's fixtures
 # and malformed corpus, and runs each for a bounded time (default 20 s; FUZZ_SECONDS=N to change).
-# A crash leaves its input in build/fuzz/findings/ and fails the script.
+# A crash leaves its input in build/fuzz/findings/ (or the EMBEDRT_FUZZ_BUILD directory's) and fails
+# the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/install-deps.sh
 source tools/python-env.sh
 seconds=${FUZZ_SECONDS:-20}
-build=build/fuzz
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DEMBEDRT_BUILD_FUZZERS=ON -DEMBEDRT_SANITIZE=address,undefined -DEMBEDRT_ISAS=host \
-  -DEMBEDRT_BUILD_TOOLS=OFF -DEMBEDRT_BUILD_TESTS=OFF -DEMBEDRT_BUILD_BENCHMARKS=OFF -DEMBEDRT_INSTALL=OFF >/dev/null
-cmake --build "$build" --parallel "$(nproc)"
+targets=(zip pickle safetensors embt config embedder grpc_request)
+# EMBEDRT_FUZZ_BUILD=DIR uses a build directory already configured by clang with
+# -DEMBEDRT_BUILD_FUZZERS=ON -DEMBEDRT_SANITIZE=address,undefined (tools/test.sh's sanitizer suite,
+# which then need not compile the kernels a second time); otherwise build/fuzz is configured here.
+if [ -n "${EMBEDRT_FUZZ_BUILD:-}" ]; then
+  build=$EMBEDRT_FUZZ_BUILD
+  grep -q '^EMBEDRT_BUILD_FUZZERS:BOOL=ON$' "$build/CMakeCache.txt" ||
+    { echo "fuzz.sh: $build is not configured with -DEMBEDRT_BUILD_FUZZERS=ON" >&2; exit 2; }
+else
+  build=build/fuzz
+  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DEMBEDRT_BUILD_FUZZERS=ON -DEMBEDRT_SANITIZE=address,undefined -DEMBEDRT_ISAS=host \
+    -DEMBEDRT_BUILD_TOOLS=OFF -DEMBEDRT_BUILD_TESTS=OFF -DEMBEDRT_BUILD_BENCHMARKS=OFF -DEMBEDRT_INSTALL=OFF >/dev/null
+fi
+cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 # Seeds: the external fixtures, the malformed corpus, and fresh files from the project's writers.
 seeds=$build/seeds
@@ -55,7 +66,7 @@ printf '%s' 'model_name: "m" inputs { name: "input_ids" datatype: "INT32" shape:
 printf '%s' 'inputs { name: "input_ids" datatype: "INT64" shape: [1, 2] contents { fp32_contents: [1.0, 2.0] } }' | encode mismatch
 
 status=0
-for target in zip pickle safetensors embt config embedder grpc_request; do
+for target in "${targets[@]}"; do
   echo "==> fuzz_$target for ${seconds}s"
   if ! "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
        -rss_limit_mb=4096 -artifact_prefix="$build/findings/${target}-" "$seeds/$target" 2>"$build/fuzz_$target.log"; then
