@@ -38,20 +38,17 @@ double in_order_gbs(const std::byte* table, std::uint64_t bytes) {
   return static_cast<double>(bytes) / s / 1e9;
 }
 
-// `into_l2`: prefetcht1 rather than prefetcht0 (GCC's locality 2 and 3).
+// kLocality: GCC's prefetch locality, 3 for prefetcht0 (into L1), 2 for prefetcht1 (into L2).
+template <int kLocality>
 double random_rows_gbs(const std::byte* table, std::uint64_t row_bytes, const std::vector<std::uint64_t>& rows,
-                       std::uint64_t distance, bool into_l2) {
+                       std::uint64_t distance) {
   std::uint64_t acc = 0;
   const std::uint64_t n = rows.size();
   const auto start = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0; i < n; ++i) {
     if (distance != 0 && i + distance < n) {
       const std::byte* ahead = table + rows[i + distance] * row_bytes;
-      if (into_l2) {
-        for (std::uint64_t l = 0; l < row_bytes; l += 64) __builtin_prefetch(ahead + l, 0, 2);
-      } else {
-        for (std::uint64_t l = 0; l < row_bytes; l += 64) __builtin_prefetch(ahead + l, 0, 3);
-      }
+      for (std::uint64_t l = 0; l < row_bytes; l += 64) __builtin_prefetch(ahead + l, 0, kLocality);
     }
     const std::byte* row = table + rows[i] * row_bytes;
     for (std::uint64_t l = 0; l < row_bytes; l += 64) acc += *reinterpret_cast<const std::uint64_t*>(row + l);
@@ -95,7 +92,8 @@ int main(int argc, char** argv) {
       order = std::max(order, in_order_gbs(table, bytes));
       for (std::uint64_t d : {0, 4, 8, 16, 32, 64}) {
         for (const int level : {0, 1}) {  // interleaved, so that both see the same machine
-          const double r = random_rows_gbs(table, row_bytes, rows, d, level == 1);
+          const double r = level == 0 ? random_rows_gbs<3>(table, row_bytes, rows, d)
+                                      : random_rows_gbs<2>(table, row_bytes, rows, d);
           if (r > best[level]) best[level] = r, best_distance[level] = d;
         }
       }

@@ -26,7 +26,7 @@ cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
 # Seeds: the external fixtures, the malformed corpus, and fresh files from the project's writers.
 seeds=$build/seeds
-rm -rf "$seeds" && mkdir -p "$seeds"/{zip,pickle,safetensors,embt,config,embedder,grpc_request} "$build/findings"
+rm -rf "$seeds" && mkdir -p "${targets[@]/#/$seeds/}" "$build/findings"
 for f in tests/fixtures/external/*.pt* tests/corpus/files/*.pt; do
   [ -f "$f" ] && cp "$f" "$seeds/zip/" || true
 done

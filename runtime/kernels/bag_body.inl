@@ -789,9 +789,9 @@ inline bool streams_bags(const PoolArgs& a) noexcept {
 // The bags [begin, end) that pool_bags_on does not pool in registers, a chunk of each vector at a
 // time. kInPlace: an f32 output row, not streamed, holds its chunks' sums as they are made;
 // otherwise they are made in `chunk` in L1 (a 16-bit output's rounded from there) and stored from
-// there, streamed where streams_bags says so. (Pooling every row of an f32 output into `chunk` and copying it
-// out cost bags of 8 ids up to a sixth of their time: GCC made the copy a `rep movsq`, which held
-// back the next bag's loads. kInPlace is a template argument because decided at run time, GCC's
+// there, streamed where streams_bags says so. (Pooling every row of an f32 output into `chunk` and
+// copying it out cost bags of 8 ids up to a sixth of their time: GCC made the copy a `rep movsq`,
+// which held back the next bag's loads. kInPlace is a template argument because decided at run time, GCC's
 // code pooled AVX-512 f16 768 bags of 8 0.97-0.98x as fast.)
 template <DType TD, OutputDType OD, IdPath P, bool kInPlace>
 void pool_bags_in_chunks(const PoolArgs& a, std::uint64_t begin, std::uint64_t end, const RowPrefetch& ahead) {
