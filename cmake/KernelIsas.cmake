@@ -2,7 +2,8 @@
 # detects from). Sets, for runtime/, tools/ and tests/:
 #   EMBEDRT_KERNEL_UNITS         the units compiled besides scalar, e.g. "sse42;avx2"
 #   EMBEDRT_KERNEL_FLAGS_<unit>  a unit's -m flags
-#   EMBEDRT_BUILT_DEFINITIONS    EMBEDRT_BUILT_<unit>=0|1 for every row, so code can leave out an absent unit
+#   EMBEDRT_BUILT_DEFINITIONS    EMBEDRT_BUILT_<unit>=0|1 for every row, so code can leave out an absent unit,
+#                                and EMBEDRT_PREFETCH_L2_KERNELS=0|1 (below)
 #
 # EMBEDRT_ISAS=all (the default) compiles every unit: a library that runs at its best on any
 # x86-64. EMBEDRT_ISAS=host compiles only the units this machine can run, for builds that only ever
@@ -51,5 +52,16 @@ foreach(_row IN LISTS _embedrt_isa_rows)
     list(APPEND EMBEDRT_KERNEL_UNITS ${_unit})
   endif()
 endforeach()
+
+# The AVX2 and AVX-512 units also compile their kernels with every prefetch into L2 only, for
+# PrefetchLevel::kL2 (runtime/kernels/prefetch_l2_kernels.inl), which doubles their compile time.
+# OFF: that level prefetches into L1 like the default (tools/test.sh's sanitizer builds).
+option(EMBEDRT_PREFETCH_L2_KERNELS "Compile the kernels that prefetch into L2 (PrefetchLevel::kL2)" ON)
+if(EMBEDRT_PREFETCH_L2_KERNELS)
+  list(APPEND EMBEDRT_BUILT_DEFINITIONS EMBEDRT_PREFETCH_L2_KERNELS=1)
+else()
+  list(APPEND EMBEDRT_BUILT_DEFINITIONS EMBEDRT_PREFETCH_L2_KERNELS=0)
+endif()
+
 list(JOIN EMBEDRT_KERNEL_UNITS " " _units)
-message(STATUS "embedrt kernels (EMBEDRT_ISAS=${EMBEDRT_ISAS}): scalar ${_units}")
+message(STATUS "embedrt kernels (EMBEDRT_ISAS=${EMBEDRT_ISAS}): scalar ${_units}; L2-prefetch sets: ${EMBEDRT_PREFETCH_L2_KERNELS}")

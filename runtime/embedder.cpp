@@ -38,21 +38,23 @@ namespace embedrt {
 namespace {
 
 // The kernels of a supported ISA (Embedder::create checked): an ISA left out of the build
-// (EMBEDRT_BUILT_<unit>=0, cmake/KernelIsas.cmake) has no kernel symbols to name.
-const kernels::KernelTable& kernels_for(Isa isa) {
+// (EMBEDRT_BUILT_<unit>=0, cmake/KernelIsas.cmake) has no kernel symbols to name. `into_l2`: the
+// AVX2 and AVX-512 kernels that prefetch into L2 only (prefetches_into_l2); other ISAs have none.
+const kernels::KernelTable& kernels_for(Isa isa, bool into_l2 = false) {
   switch (isa) {
     case Isa::kScalar: return kernels::scalar_kernels();
 #if EMBEDRT_BUILT_sse42
     case Isa::kSse42: return kernels::sse42_kernels();
 #endif
 #if EMBEDRT_BUILT_avx2
-    case Isa::kAvx2: return kernels::avx2_kernels();
+    case Isa::kAvx2: return into_l2 ? kernels::avx2::prefetch_l2_kernels() : kernels::avx2_kernels();
 #endif
 #if EMBEDRT_BUILT_avx512
-    case Isa::kAvx512: return kernels::avx512_kernels();
+    case Isa::kAvx512: return into_l2 ? kernels::avx512::prefetch_l2_kernels() : kernels::avx512_kernels();
 #endif
 #if EMBEDRT_BUILT_avx512bf16
-    case Isa::kAvx512Bf16: return kernels::avx512bf16_kernels();
+    case Isa::kAvx512Bf16:
+      return into_l2 ? kernels::avx512bf16::prefetch_l2_kernels() : kernels::avx512bf16_kernels();
 #endif
     default: break;
   }
@@ -316,6 +318,13 @@ void run_in_chunks(Args& args, Kernel kernel, std::uint64_t n, std::uint64_t gra
 // token_rows_from_memory): it is larger than half the LLC.
 bool token_rows_from_memory(std::uint64_t table_bytes, std::uint64_t llc_bytes) { return table_bytes > llc_bytes / 2; }
 
+// Whether a call takes the kernels that prefetch into L2 only (kernels/prefetch_l2_kernels.inl):
+// asked for, and the token rows come from memory (rows of a table in the LLC gathered 0.89x as
+// fast so).
+bool prefetches_into_l2(PrefetchLevel level, bool token_rows_from_memory) {
+  return level == PrefetchLevel::kL2 && token_rows_from_memory;
+}
+
 // Whether a request is embedded position-major (KernelArgs::position_major): its sequences are
 // uniform and add the same position rows, and its token rows come from the cache or are narrow.
 // Measured against token order (bench/ab.py, 1 thread, a 480 MiB LLC, medians of 5 interleaved
@@ -352,7 +361,8 @@ void run_kernel(kernels::KernelArgs& a, std::uint64_t n, OutputDType out_dtype, 
                 const EmbedderOptions& options_, Isa isa_, std::uint64_t llc_bytes_) {
   const std::uint64_t out_bytes = n * a.dim * output_element_bytes(out_dtype);
   a.nontemporal = streams_output(options_.nontemporal, out_bytes, llc_bytes_);
-  const kernels::RangeKernel kernel = kernels_for(isa_).get(table_dtype, out_dtype);
+  const bool into_l2 = prefetches_into_l2(options_.prefetch_level, a.token_rows_from_memory);
+  const kernels::RangeKernel kernel = kernels_for(isa_, into_l2).get(table_dtype, out_dtype);
   a.steps = n;
   if (out_bytes <= options_.inline_bytes) {
     kernel(a, 0, n);  // small requests: no task overhead
@@ -602,7 +612,9 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   a.bags = bags;
   a.out = out.data();
   a.nontemporal = streams_output(options_.nontemporal, out.size() * output_element_bytes(out.dtype()), llc_bytes_);
-  const kernels::BagKernel kernel = kernels_for(isa_).get_bag(o.token->dtype, out.dtype());
+  const bool into_l2 =
+      prefetches_into_l2(options_.prefetch_level, token_rows_from_memory(o.token->bytes.size(), llc_bytes_));
+  const kernels::BagKernel kernel = kernels_for(isa_, into_l2).get_bag(o.token->dtype, out.dtype());
   // Work is reading rows: run small requests inline, larger ones in chunks of about 128 KiB of rows.
   const std::uint64_t row_read = row_bytes(o.token->dtype, dim);
   const std::uint64_t read_bytes = n * row_read;

@@ -204,11 +204,13 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
       for (NonTemporal nt : {NonTemporal::kNever, NonTemporal::kAlways}) {
         // inline_bytes 0 sends even these small requests through the parallel path. A cache of 0
         // bytes makes every table one whose rows come from memory: uniform batches with rows of
-        // more than 1 KiB go in token order, and quantized rows of 6-16 lines are staged.
+        // more than 1 KiB go in token order, quantized rows of 6-16 lines are staged, and
+        // PrefetchLevel::kL2 applies (taken with streaming stores, so both levels run).
         for (const auto& [inline_bytes, cache_bytes] : {std::pair<std::size_t, std::optional<std::uint64_t>>{std::size_t{1} << 30, {}},
                                                        {std::size_t{0}, {}}, {std::size_t{0}, 0}}) {
-          auto embedder = Embedder::create(
-              model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes, .cache_bytes = cache_bytes});
+          const PrefetchLevel level = nt == NonTemporal::kAlways ? PrefetchLevel::kL2 : PrefetchLevel::kL1;
+          auto embedder = Embedder::create(model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes,
+                                                   .cache_bytes = cache_bytes, .prefetch_level = level});
           REQUIRE(embedder);
           CAPTURE(isa_name(isa));
           CAPTURE(b.name);

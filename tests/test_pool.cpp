@@ -237,21 +237,27 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
                 const BagRequest r = request_for(set, weights, mode, normalize);
                 std::vector<float> first_isa;
                 // Threaded in ranges or inline; streaming stores or not, into an output aligned to
-                // take them or one element past that (they fall back to the cache's stores).
+                // take them or one element past that (they fall back to the cache's stores); rows
+                // prefetched into L1, or into L2 (a cache of 0 bytes: every table comes from memory).
                 struct Run {
                   std::size_t inline_bytes;
                   NonTemporal nontemporal;
                   std::size_t offset;
+                  PrefetchLevel level = PrefetchLevel::kL1;
                 };
                 for (Isa isa : supported_isas()) {
-                  for (const Run run : {Run{0, NonTemporal::kNever, 0}, Run{0, NonTemporal::kAlways, 0},
+                  for (const Run run : {Run{0, NonTemporal::kNever, 0}, Run{0, NonTemporal::kAlways, 0, PrefetchLevel::kL2},
                                         Run{std::size_t{1} << 30, NonTemporal::kAlways, 1}}) {
                     CAPTURE(isa_name(isa));
                     CAPTURE(run.inline_bytes);
                     CAPTURE(static_cast<int>(run.nontemporal));
                     CAPTURE(run.offset);
-                    auto e = Embedder::create(
-                        *model, {.isa = isa, .nontemporal = run.nontemporal, .inline_bytes = run.inline_bytes});
+                    CAPTURE(static_cast<int>(run.level));
+                    const std::optional<std::uint64_t> cache =
+                        run.level == PrefetchLevel::kL2 ? std::optional<std::uint64_t>(0) : std::nullopt;
+                    auto e = Embedder::create(*model, {.isa = isa, .nontemporal = run.nontemporal,
+                                                       .inline_bytes = run.inline_bytes, .cache_bytes = cache,
+                                                       .prefetch_level = run.level});
                     REQUIRE(e);
                     bool ok = false;
                     const auto got = run_pool<float>(*e, r, bags * dim, ok, run.offset);

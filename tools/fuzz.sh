@@ -19,7 +19,7 @@ if [ -n "${EMBEDRT_FUZZ_BUILD:-}" ]; then
 else
   build=build/fuzz
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DEMBEDRT_BUILD_FUZZERS=ON -DEMBEDRT_SANITIZE=address,undefined -DEMBEDRT_ISAS=host \
+    -DEMBEDRT_BUILD_FUZZERS=ON -DEMBEDRT_SANITIZE=address,undefined -DEMBEDRT_ISAS=host -DEMBEDRT_PREFETCH_L2_KERNELS=OFF \
     -DEMBEDRT_BUILD_TOOLS=OFF -DEMBEDRT_BUILD_TESTS=OFF -DEMBEDRT_BUILD_BENCHMARKS=OFF -DEMBEDRT_INSTALL=OFF >/dev/null
 fi
 cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"

@@ -155,6 +155,19 @@ enum class NonTemporal {
   kNever,
 };
 
+// Where the kernels' software prefetches bring the rows of a table larger than half the
+// last-level cache (rows that come from memory), in a gather and in bags alike. The rows of a
+// smaller table always go to L1, and so do all rows with the scalar and SSE4.2 kernels, or in a
+// library built with EMBEDRT_PREFETCH_L2_KERNELS=OFF. No choice changes a result's bits.
+enum class PrefetchLevel {
+  kL1,  // into L1 (x86 prefetcht0), as FBGEMM's kernels: the default
+  // Only as far as L2 (prefetcht1). Machines differ: on a Zen 5 guest whose random reads from
+  // memory are slow (163 ns per miss) L2 gathered and pooled 1.1-2.9x faster; on another Zen 5 it
+  // lost, 0.88-0.90x. `embedrt bench --prefetch-level l2` measures a machine (README, "Choosing
+  // the prefetch level").
+  kL2,
+};
+
 struct EmbedderOptions {
   std::optional<Isa> isa;                     // force an ISA (must be supported); default_isa() otherwise
   tbb::task_arena* arena = nullptr;           // run inside this arena; the default arena otherwise
@@ -164,6 +177,7 @@ struct EmbedderOptions {
   // table larger than half of it, the gather's order and which quantized rows it copies to L1
   // first); default: the cache detected (last_level_cache()). None changes a result's bits.
   std::optional<std::uint64_t> cache_bytes;
+  PrefetchLevel prefetch_level = PrefetchLevel::kL1;
 };
 
 class Embedder {

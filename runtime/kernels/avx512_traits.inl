@@ -72,11 +72,9 @@ struct Avx512Traits {
   static V fma(V w, V x, V acc) { return V(_mm512_fmadd_ps(w, x, acc)); }
   static V max_keep(V x, V acc) { return V(_mm512_max_ps(x, acc)); }
   static void fence() { _mm_sfence(); }
-  // Into L1 (T0), as FBGEMM's kernels. Against T0 for every prefetch of the kernel (bench/ab.py,
-  // Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, one output buffer): T1 lost, f16 256 and int8
-  // 256 bags of 32 0.88x and 0.90x, int8 768 0.96x, f16 768 bags of 8 / 32 / 128 0.96x / 1.03x /
-  // 0.95x (lost or within the noise); NTA was within the noise, f16 768 1.02-1.04x, bf16 768 1.00x,
-  // f16 768 mean + normalize 0.99x, f16 256 0.99x, tables in the LLC 1.01-1.03x, GPT-2 gathers
-  // 1.01-1.03x.
+  // Into L1 (T0), as FBGEMM's kernels (prefetch_l2_kernels.inl has the other choice). NTA against T0
+  // (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, 5 rounds, one output buffer) was within
+  // the noise: f16 768 1.02-1.04x, bf16 768 1.00x, f16 768 mean + normalize 0.99x, f16 256 0.99x,
+  // tables in the LLC 1.01-1.03x, GPT-2 gathers 1.01-1.03x.
   static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 };

@@ -122,5 +122,17 @@ const KernelTable& sse42_kernels();
 const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
 const KernelTable& avx512bf16_kernels();
+// The kernels with every software prefetch into L2 only (PrefetchLevel::kL2,
+// prefetch_l2_kernels.inl), for the ISAs that have them; the others prefetch into L1 whatever the
+// level.
+namespace avx2 {
+const KernelTable& prefetch_l2_kernels();
+}
+namespace avx512 {
+const KernelTable& prefetch_l2_kernels();
+}
+namespace avx512bf16 {
+const KernelTable& prefetch_l2_kernels();
+}
 
 }  // namespace embedrt::kernels

@@ -76,6 +76,7 @@ struct Traits {
 };
 
 #include "kernels/kernel_body.inl"
+#include "kernels/prefetch_l2_kernels.inl"
 
 }  // namespace embedrt::kernels::avx2
 

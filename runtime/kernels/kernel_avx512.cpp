@@ -15,6 +15,7 @@ using Avx512Arch = xsimd::avx512bw;
 using Traits = Avx512Traits;
 
 #include "kernels/kernel_body.inl"
+#include "kernels/prefetch_l2_kernels.inl"
 
 }  // namespace embedrt::kernels::avx512
 

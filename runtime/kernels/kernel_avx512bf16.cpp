@@ -31,6 +31,7 @@ struct Traits : Avx512Traits {
 };
 
 #include "kernels/kernel_body.inl"
+#include "kernels/prefetch_l2_kernels.inl"
 
 }  // namespace embedrt::kernels::avx512bf16
 
