@@ -12,7 +12,9 @@ sets and output buffers; each case prints its regime and its rows touched agains
         --case "bf16 768 + pos -> bf16: --synthetic 1400000x768 --dtype bf16 --positions 1024 --out-dtype bf16 --id-sets 160"
 
 A case is "NAME: ARGS" (ARGS as `embedrt bench` takes them; --synthetic-file, --json, --threads and
---seconds are added). Nothing here is a test: it measures, and the reader decides.
+--seconds are added). --b-args gives B more arguments, so that one binary measures an option
+against its default (`ab.py E E --b-args "--prefetch-level l2" ...`). Nothing here is a test: it
+measures, and the reader decides.
 """
 import argparse
 import hashlib
@@ -81,6 +83,7 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                    help="cpu: tokens per CPU second (leaves out time lost to other processes; 1 thread); wall")
+    p.add_argument("--b-args", default="", help="more `embedrt bench` arguments for B only, as one string")
     p.add_argument("--json", help="write every sample here")
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -91,7 +94,8 @@ def main():
         for name, bench_args in cases:
             order = (("a", args.a), ("b", args.b)) if r % 2 == 0 else (("b", args.b), ("a", args.a))
             for which, cli in order:
-                value, result = run(cli, bench_args, args)
+                extra = shlex.split(args.b_args) if which == "b" else []
+                value, result = run(cli, bench_args + extra, args)
                 samples[name][which].append(value)
                 if samples[name]["meta"] is None:  # the same for every sample of the case
                     samples[name]["meta"] = {k: result.get(k) for k in ("isa", "sizes", "model", "id_sets", "out_sets")}
@@ -99,7 +103,7 @@ def main():
             print(f"round {r + 1}/{args.rounds} {name}: a {s['a'][-1] / 1e6:.3f} M b {s['b'][-1] / 1e6:.3f} M "
                   f"({s['b'][-1] / s['a'][-1]:.3f}x)", file=sys.stderr, flush=True)
 
-    print(f"A = {args.a}\nB = {args.b}\n{args.threads} thread(s), {args.rounds} interleaved rounds, "
+    print(f"A = {args.a}\nB = {args.b} {args.b_args}\n{args.threads} thread(s), {args.rounds} interleaved rounds, "
           f"{args.clock} clock, {args.seconds} s a sample; B/A = median of the per-round ratios [IQR]\n")
     print("| case | regime | touched / LLC | isa | A M tokens/s | B M tokens/s | B/A [IQR] |")
     print("|---|---|---|---|---|---|---|")

@@ -274,10 +274,11 @@ def test_sigterm(server):
 
 def test_copy_residency(work):
     """--residency copy: the served copy outlives a truncation and a rewrite in place; it keeps
-    serving (ready) until a reload asks for the new file."""
+    serving (ready) until a reload asks for the new file. (With --prefetch-level l2, which changes
+    no number: the kernels of both levels are checked against the reference in embedrt_tests.)"""
     path = os.path.join(work, "copy.embt")
     write_model(path, 1)
-    server = Server(path, "--residency", "copy", "--threads", "2")
+    server = Server(path, "--residency", "copy", "--threads", "2", "--prefetch-level", "l2")
     try:
         ids = [[5, 6, 7]]
         status, doc = server.infer({"inputs": [ids_input(ids)]}, name="copy")
@@ -310,6 +311,9 @@ def test_copy_residency(work):
     r = subprocess.run([CLI, "serve", path, "--residency", "huge", "--port", str(free_port())],
                        capture_output=True, text=True, timeout=20)
     check("an unknown --residency is a usage error naming it", r.returncode == 2 and "huge" in r.stderr, r.stderr)
+    r = subprocess.run([CLI, "serve", path, "--prefetch-level", "l3", "--port", str(free_port())],
+                       capture_output=True, text=True, timeout=20)
+    check("an unknown --prefetch-level is a usage error naming it", r.returncode == 2 and "l3" in r.stderr, r.stderr)
 
 
 with tempfile.TemporaryDirectory() as work:

@@ -56,6 +56,7 @@ struct BenchArgs {
   double seconds = 2.0;
   bool json = false;
   std::string nontemporal = "auto";
+  PrefetchLevel prefetch_level = PrefetchLevel::kL1;
   bool roofline = false;
   bool evict = false;
   bool cold_file = false;
@@ -660,6 +661,7 @@ int run(const BenchArgs& args) {
   } else if (args.nontemporal != "auto") {
     return report(Error(ErrorCode::kInvalidArgument, "--nontemporal '" + args.nontemporal + "': expected auto, always or never"));
   }
+  options.prefetch_level = args.prefetch_level;
   options.isa = forced;
   auto embedder = Embedder::create(*model, options);
   if (!embedder) return report(embedder.error());
@@ -751,7 +753,9 @@ int run(const BenchArgs& args) {
               {"table_dtype", dtype_name(token.dtype)}, {"out_dtype", args.out_dtype},
               {"batch", args.batch}, {"seq", args.seq}, {"dim", lead.dim()}, {"vocab", lead.vocab_size()},
               {"outputs", output_names}, {"bytes_per_token", bytes_per_token},
-              {"id_sets", sets}, {"out_sets", out_sets}, {"llc", llc_json(llc)}, {"sizes", sizes}};
+              {"id_sets", sets}, {"out_sets", out_sets}, {"llc", llc_json(llc)}, {"sizes", sizes},
+              // as asked: it applies to tables past half the LLC, on the AVX2 and AVX-512 kernels
+              {"prefetch_level", args.prefetch_level == PrefetchLevel::kL2 ? "l2" : "l1"}};
   if (args.bag) {
     const PoolingMode mode = bags[0].mode.value_or(lead.rules->pooling);
     doc["bag"] = args.bag;
@@ -864,6 +868,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--seconds", args->seconds, "how long to measure (default 2; --roofline: that once per prefetch distance it tries, 3 times)")->check(CLI::Range(0.01, 3600.0));
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--nontemporal", args->nontemporal, "streaming stores: auto (by output size), always or never");
+  add_prefetch_level_option(cmd, args->prefetch_level);
   cmd->add_option("--id-sets", args->id_sets, "random id batches rotated between calls (default 8)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
   cmd->add_option("--out-sets", args->out_sets, "output buffers rotated between calls (default 1)")

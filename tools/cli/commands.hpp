@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "embedrt/embedder.hpp"
 #include "embedrt/table_file.hpp"
 #include "exit_codes.hpp"
 
@@ -23,6 +24,15 @@ inline void add_open_options(CLI::App* cmd, OpenOptions& options, bool lock) {
              std::string(residency_name(options.residency)))
       ->check(CLI::IsMember({"mmap", "populate", "copy"}));
   if (lock) cmd->add_flag("--lock-in-memory", options.lock_in_memory, "mlock the model's bytes (needs RLIMIT_MEMLOCK)");
+}
+
+// --prefetch-level l1|l2 (EmbedderOptions::prefetch_level); one definition for bench and serve.
+inline void add_prefetch_level_option(CLI::App* cmd, PrefetchLevel& level) {
+  cmd->add_option_function<std::string>(
+         "--prefetch-level", [&level](const std::string& name) { level = name == "l2" ? PrefetchLevel::kL2 : PrefetchLevel::kL1; },
+         "where the rows of a table larger than half the last-level cache are prefetched: l1 (default) or l2, "
+         "faster on machines whose random reads from memory are slow (README, Performance)")
+      ->check(CLI::IsMember({"l1", "l2"}));
 }
 
 Runner add_inspect_command(CLI::App& app);

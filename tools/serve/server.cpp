@@ -19,7 +19,8 @@ std::uint64_t default_max_body_bytes(std::uint64_t max_batch_tokens) {
 
 Status run_server(const ServerOptions& options) {
   InflightBudget budget(options.max_inflight_bytes);
-  Service service({options.model_path, options.name, options.max_batch_tokens, options.open}, budget);
+  Service service({options.model_path, options.name, options.max_batch_tokens, options.open, options.prefetch_level},
+                  budget);
   if (Status s = service.load(); !s) return s;
   HttpLimits limits;
   limits.max_connections = options.max_connections;

@@ -112,7 +112,8 @@ Service::Service(const ServiceOptions& options, InflightBudget& budget)
     : options_(options), budget_(budget), inference_(slot_, budget, options.max_batch_tokens) {}
 
 Status Service::load() {
-  const Status s = slot_.load(options_.name, options_.model_path, options_.open, {});
+  const Status s = slot_.load(options_.name, options_.model_path, options_.open,
+                                {.prefetch_level = options_.prefetch_level});
   metrics_.record_reload(s.ok());
   if (s) {
     auto model = slot_.get();
