@@ -151,6 +151,8 @@ parser.add_argument("--smoke", action="store_true",
 parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
 parser.add_argument("--work", default=None, help="where generated models go (default: a temporary folder)")
 parser.add_argument("--from-json", default=None, help="measure nothing: write the report of an earlier run's compare.json")
+parser.add_argument("--prefetch-level", choices=("l1", "l2"), default="l1",
+                    help="embedrt's rows of tables past half the LLC prefetched into L1 or L2 (README: choosing the prefetch level)")
 parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: per call, the process's CPU time divided by its threads instead of wall time. On a busy "
                          "machine a long call waits for other processes' time slices and a short one mostly does not; "
@@ -191,7 +193,8 @@ if not args.smoke and not args.from_json:
 
 
 def bench(*extra):
-    r = subprocess.run([args.cli, "bench", "--json", *map(str, extra)], capture_output=True, text=True)
+    r = subprocess.run([args.cli, "bench", "--json", "--prefetch-level", args.prefetch_level, *map(str, extra)],
+                       capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"embedrt bench {' '.join(map(str, extra))}: {r.stderr.strip()}")
     return json.loads(r.stdout)
@@ -1106,6 +1109,7 @@ def main():
     LLC = probe["llc"]["bytes"]
     meta = {"machine": platform.machine(), "cores": CORES, "isa": probe["isa"], "llc": probe["llc"],
             "threads": THREADS, "rounds": args.rounds, "seconds": args.seconds, "clock": args.clock,
+            "prefetch_level": args.prefetch_level,
             "id_sets_rule": {"min": ID_SETS_MIN, "touch_vs_llc": ID_SETS_TOUCH, "coverage": ID_SETS_COVERAGE,
                              "max_id_bytes": ID_SETS_MAX_BYTES, "dram_touched_vs_llc": DRAM_TOUCHED},
             "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -1411,6 +1415,7 @@ def markdown(result):
              + (f"; torch {m['torch']} ({m['torch_capability']}), ONNX Runtime {m['onnxruntime']}" if "torch" in m else "")
              + f". {m['rounds']} interleaved rounds of {m['seconds']} s samples, medians"
              + (", by CPU time per thread (--clock cpu)" if m.get("clock") == "cpu" else "")
+             + (", embedrt prefetching rows into L2 (--prefetch-level l2)" if m.get("prefetch_level") == "l2" else "")
              + f"; {id_sets_text(m)}; output buffers rotate until 4x the LLC (one buffer in the cache-resident case). "
              f"Load average {m['load_average_start'][0]:.2f} at the start, {m['load_average_end'][0]:.2f} at the end "
              f"({m['started']}).", ""]
