@@ -755,7 +755,7 @@ int run(const BenchArgs& args) {
               {"outputs", output_names}, {"bytes_per_token", bytes_per_token},
               {"id_sets", sets}, {"out_sets", out_sets}, {"llc", llc_json(llc)}, {"sizes", sizes},
               // as asked: it applies to tables past half the LLC, on the AVX2 and AVX-512 kernels
-              {"prefetch_level", args.prefetch_level == PrefetchLevel::kL2 ? "l2" : "l1"}};
+              {"prefetch_level", prefetch_level_name(args.prefetch_level)}};
   if (args.bag) {
     const PoolingMode mode = bags[0].mode.value_or(lead.rules->pooling);
     doc["bag"] = args.bag;
