@@ -151,8 +151,9 @@ parser.add_argument("--smoke", action="store_true",
 parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
 parser.add_argument("--work", default=None, help="where generated models go (default: a temporary folder)")
 parser.add_argument("--from-json", default=None, help="measure nothing: write the report of an earlier run's compare.json")
-parser.add_argument("--prefetch-level", choices=("l1", "l2"), default="l1",
-                    help="embedrt's rows of tables past half the LLC prefetched into L1 or L2 (README: choosing the prefetch level)")
+parser.add_argument("--prefetch-level", choices=("auto", "l1", "l2"), default="auto",
+                    help="embedrt's rows of tables past half the LLC prefetched into L1 or L2, or as the machine's "
+                         "calibration chooses (the default; README: choosing the prefetch level)")
 parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: per call, the process's CPU time divided by its threads instead of wall time. On a busy "
                          "machine a long call waits for other processes' time slices and a short one mostly does not; "
@@ -1064,6 +1065,19 @@ def median(v):
     return statistics.median(v) if v else None
 
 
+def prefetch_text(m):
+    """Where embedrt prefetched the rows of tables past half the LLC, for the machine line."""
+    level, c = m.get("prefetch_level", "l1"), m.get("prefetch_calibration")
+    if level == "l2":
+        return ", embedrt prefetching rows into L2 (--prefetch-level l2)"
+    if level == "auto" and c:
+        chosen = "L2" if c["level"] == "l2" else "L1"
+        return (f", embedrt prefetching rows of tables past half the LLC into {chosen} (--prefetch-level auto: "
+                f"random rows read at {c['l1_gbs']:.1f} GB/s into L1, {c['l2_gbs']:.1f} into L2)" if not c["note"] else
+                f", embedrt prefetching rows into L1 ({c['note']})")
+    return ""
+
+
 def write_report(result):
     report = markdown(result)
     print(report)
@@ -1109,7 +1123,7 @@ def main():
     LLC = probe["llc"]["bytes"]
     meta = {"machine": platform.machine(), "cores": CORES, "isa": probe["isa"], "llc": probe["llc"],
             "threads": THREADS, "rounds": args.rounds, "seconds": args.seconds, "clock": args.clock,
-            "prefetch_level": args.prefetch_level,
+            "prefetch_level": args.prefetch_level, "prefetch_calibration": probe.get("prefetch_calibration"),
             "id_sets_rule": {"min": ID_SETS_MIN, "touch_vs_llc": ID_SETS_TOUCH, "coverage": ID_SETS_COVERAGE,
                              "max_id_bytes": ID_SETS_MAX_BYTES, "dram_touched_vs_llc": DRAM_TOUCHED},
             "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -1415,7 +1429,7 @@ def markdown(result):
              + (f"; torch {m['torch']} ({m['torch_capability']}), ONNX Runtime {m['onnxruntime']}" if "torch" in m else "")
              + f". {m['rounds']} interleaved rounds of {m['seconds']} s samples, medians"
              + (", by CPU time per thread (--clock cpu)" if m.get("clock") == "cpu" else "")
-             + (", embedrt prefetching rows into L2 (--prefetch-level l2)" if m.get("prefetch_level") == "l2" else "")
+             + prefetch_text(m)
              + f"; {id_sets_text(m)}; output buffers rotate until 4x the LLC (one buffer in the cache-resident case). "
              f"Load average {m['load_average_start'][0]:.2f} at the start, {m['load_average_end'][0]:.2f} at the end "
              f"({m['started']}).", ""]

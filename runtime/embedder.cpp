@@ -15,6 +15,7 @@
 
 #include "embedrt/cache_info.hpp"
 #include "kernels/kernel_args.hpp"
+#include "prefetch_calibration.hpp"
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer) && !defined(__SANITIZE_THREAD__)
@@ -39,7 +40,7 @@ namespace {
 
 // The kernels of a supported ISA (Embedder::create checked): an ISA left out of the build
 // (EMBEDRT_BUILT_<unit>=0, cmake/KernelIsas.cmake) has no kernel symbols to name. `into_l2`: the
-// AVX2 and AVX-512 kernels that prefetch into L2 only (prefetches_into_l2); other ISAs have none.
+// AVX2 and AVX-512 kernels that prefetch into L2 only (resolve_prefetch_level); other ISAs have none.
 const kernels::KernelTable& kernels_for(Isa isa, bool into_l2 = false) {
   switch (isa) {
     case Isa::kScalar: return kernels::scalar_kernels();
@@ -67,6 +68,20 @@ void advise_will_need(const std::byte* p, std::uint64_t bytes) {
   const auto first = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
   const auto last = reinterpret_cast<std::uintptr_t>(p) + bytes;
   (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_WILLNEED);
+}
+
+// Whether a token table's rows come from memory rather than the cache (KernelArgs::
+// token_rows_from_memory): it is larger than half the LLC.
+bool token_rows_from_memory(std::uint64_t table_bytes, std::uint64_t llc_bytes) { return table_bytes > llc_bytes / 2; }
+
+// Where the kernels prefetch one output's token rows (Embedder::prefetch_level): into L2 only when
+// asked for or calibrated so, and the rows come from memory (rows of a table in the LLC gathered
+// 0.89x as fast so), and the ISA has such kernels.
+PrefetchLevel resolve_prefetch_level(PrefetchLevel asked, Isa isa, std::uint64_t table_bytes, std::uint64_t llc_bytes,
+                                     bool huge_pages) {
+  if (asked == PrefetchLevel::kL1 || !token_rows_from_memory(table_bytes, llc_bytes)) return PrefetchLevel::kL1;
+  if (&kernels_for(isa) == &kernels_for(isa, true)) return PrefetchLevel::kL1;
+  return asked == PrefetchLevel::kL2 ? PrefetchLevel::kL2 : prefetch_calibration(isa, huge_pages).level;
 }
 
 kernels::RawIds raw(const IdSpan& ids) { return {ids.empty() ? nullptr : ids.data(), ids.is_int64()}; }
@@ -127,6 +142,15 @@ std::string_view output_dtype_name(OutputDType dtype) noexcept {
   return "?";
 }
 
+std::string_view prefetch_level_name(PrefetchLevel level) noexcept {
+  switch (level) {
+    case PrefetchLevel::kL1: return "l1";
+    case PrefetchLevel::kL2: return "l2";
+    case PrefetchLevel::kAuto: return "auto";
+  }
+  return "?";
+}
+
 Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
   Isa isa = Isa::kScalar;
   if (options.isa) {
@@ -150,7 +174,25 @@ Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
       }
     }
   }
-  return Embedder(std::move(model), options, isa, options.cache_bytes.value_or(last_level_cache().bytes));
+  const std::uint64_t llc_bytes = options.cache_bytes.value_or(last_level_cache().bytes);
+  std::vector<PrefetchLevel> prefetch_levels;
+  for (const OutputInfo& o : model.outputs()) {
+    prefetch_levels.push_back(resolve_prefetch_level(options.prefetch_level, isa, o.token->bytes.size(), llc_bytes,
+                                                     model.file().residency() == Residency::kCopy));
+  }
+  return Embedder(std::move(model), options, isa, llc_bytes, std::move(prefetch_levels));
+}
+
+const PrefetchCalibration& prefetch_calibration(Isa isa, bool huge_pages) {
+  const kernels::KernelTable& into_l1 = kernels_for(isa);
+  const kernels::KernelTable& into_l2 = kernels_for(isa, true);
+  if (&into_l1 == &into_l2) {
+    static const PrefetchCalibration nothing_to_choose{.note = "no kernels that prefetch into L2 (scalar, SSE4.2, or a library "
+                                                               "built with EMBEDRT_PREFETCH_L2_KERNELS=OFF): L1"};
+    return nothing_to_choose;
+  }
+  return detail::calibrate_prefetch_level(isa, huge_pages, into_l1.get(DType::kF32, OutputDType::kF32),
+                                          into_l2.get(DType::kF32, OutputDType::kF32));
 }
 
 std::size_t output_element_bytes(OutputDType dtype) noexcept {
@@ -314,17 +356,6 @@ void run_in_chunks(Args& args, Kernel kernel, std::uint64_t n, std::uint64_t gra
   }
 }
 
-// Whether a token table's rows come from memory rather than the cache (KernelArgs::
-// token_rows_from_memory): it is larger than half the LLC.
-bool token_rows_from_memory(std::uint64_t table_bytes, std::uint64_t llc_bytes) { return table_bytes > llc_bytes / 2; }
-
-// Whether a call takes the kernels that prefetch into L2 only (kernels/prefetch_l2_kernels.inl):
-// asked for, and the token rows come from memory (rows of a table in the LLC gathered 0.89x as
-// fast so).
-bool prefetches_into_l2(PrefetchLevel level, bool token_rows_from_memory) {
-  return level == PrefetchLevel::kL2 && token_rows_from_memory;
-}
-
 // Whether a request is embedded position-major (KernelArgs::position_major): its sequences are
 // uniform and add the same position rows, and its token rows come from the cache or are narrow.
 // Measured against token order (bench/ab.py, 1 thread, a 480 MiB LLC, medians of 5 interleaved
@@ -358,11 +389,10 @@ bool streams_output(NonTemporal mode, std::uint64_t out_bytes, std::uint64_t llc
 // Runs one output's kernel over tokens [0, n): on the calling thread for small outputs, else in
 // chunks on a oneTBB arena.
 void run_kernel(kernels::KernelArgs& a, std::uint64_t n, OutputDType out_dtype, DType table_dtype,
-                const EmbedderOptions& options_, Isa isa_, std::uint64_t llc_bytes_) {
+                const EmbedderOptions& options_, Isa isa_, std::uint64_t llc_bytes_, PrefetchLevel level) {
   const std::uint64_t out_bytes = n * a.dim * output_element_bytes(out_dtype);
   a.nontemporal = streams_output(options_.nontemporal, out_bytes, llc_bytes_);
-  const bool into_l2 = prefetches_into_l2(options_.prefetch_level, a.token_rows_from_memory);
-  const kernels::RangeKernel kernel = kernels_for(isa_, into_l2).get(table_dtype, out_dtype);
+  const kernels::RangeKernel kernel = kernels_for(isa_, level == PrefetchLevel::kL2).get(table_dtype, out_dtype);
   a.steps = n;
   if (out_bytes <= options_.inline_bytes) {
     kernel(a, 0, n);  // small requests: no task overhead
@@ -503,7 +533,7 @@ Status Embedder::embed(const EmbedRequest& r, std::span<const OutputTarget> targ
     a.out = target.span.data();
     a.token_rows_from_memory = token_rows_from_memory(o.token->bytes.size(), llc_bytes_);
     a.position_major = embeds_position_major(a);
-    run_kernel(a, n, target.span.dtype(), o.token->dtype, options_, isa_, llc_bytes_);
+    run_kernel(a, n, target.span.dtype(), o.token->dtype, options_, isa_, llc_bytes_, prefetch_level(target.output));
   }
 
   // Pages lost while the kernels read (the file truncated meanwhile) were read as zeros: the
@@ -612,8 +642,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   a.bags = bags;
   a.out = out.data();
   a.nontemporal = streams_output(options_.nontemporal, out.size() * output_element_bytes(out.dtype()), llc_bytes_);
-  const bool into_l2 =
-      prefetches_into_l2(options_.prefetch_level, token_rows_from_memory(o.token->bytes.size(), llc_bytes_));
+  const bool into_l2 = prefetch_level(output) == PrefetchLevel::kL2;
   const kernels::BagKernel kernel = kernels_for(isa_, into_l2).get_bag(o.token->dtype, out.dtype());
   // Work is reading rows: run small requests inline, larger ones in chunks of about 128 KiB of rows.
   const std::uint64_t row_read = row_bytes(o.token->dtype, dim);

@@ -314,10 +314,17 @@ TEST_CASE("bench: several outputs in one call, bags, and cold decode with and wi
   r = run_cli(dir, "bench --synthetic 1000x64 --dtype int8 --bag 4 --batch 2 --seq 8 --seconds 0.01 --json");
   REQUIRE(r.exit_code == 0);
   CHECK(nlohmann::json::parse(r.out)["pooling"] == "sum");  // no pooling default in the model: sum
-  CHECK(nlohmann::json::parse(r.out)["prefetch_level"] == "l1");
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["prefetch_level"] == "auto");  // the default, resolved per table: this one is in the cache
+  CHECK(doc["prefetch_level_used"] == "l1");
+  CHECK(doc["prefetch_calibration"]["l1_gbs"].is_number());
+  CHECK((doc["prefetch_calibration"]["level"] == "l1" || doc["prefetch_calibration"]["level"] == "l2"));
   r = run_cli(dir, "bench --synthetic 1000x64 --dtype int8 --bag 4 --batch 2 --seq 8 --prefetch-level l2 --seconds 0.01 --json");
   REQUIRE(r.exit_code == 0);
-  CHECK(nlohmann::json::parse(r.out)["prefetch_level"] == "l2");
+  doc = nlohmann::json::parse(r.out);
+  CHECK(doc["prefetch_level"] == "l2");
+  CHECK(doc["prefetch_level_used"] == "l1");
+  CHECK_FALSE(doc.contains("prefetch_calibration"));
   r = run_cli(dir, "bench --synthetic 1000x64 --bag 4 --batch 2 --seq 8 --prefetch-level l3 --seconds 0.01");
   CHECK(r.exit_code != 0);
   CHECK(r.err.find("--prefetch-level") != std::string::npos);

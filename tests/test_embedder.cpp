@@ -18,6 +18,7 @@
 #include "embedrt/embedder.hpp"
 #include "embedrt/embedrt.hpp"
 #include "embedrt/half.hpp"
+#include "prefetch_calibration.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace embedrt;
@@ -420,6 +421,63 @@ TEST_CASE("ISA selection: forced through the API; unsupported and mixed-dtype mo
   auto e = Embedder::create(*mixed);
   REQUIRE_FALSE(e);
   CHECK(e.error().message().find("the position table 'pos' is f16 but its token table 'tok' is f32") != std::string::npos);
+}
+
+TEST_CASE("prefetch level: resolved per output at create from the level asked, the table's size and the ISA") {
+  TempDir dir;
+  const Model model = make_model(dir, Spec{}, 12);  // a few KiB: its rows never come from memory
+  for (Isa isa : supported_isas()) {
+    CAPTURE(isa_name(isa));
+    const bool has_l2_kernels =
+        EMBEDRT_PREFETCH_L2_KERNELS && (isa == Isa::kAvx2 || isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16);
+    const PrefetchCalibration& calibration = prefetch_calibration(isa);
+    CHECK(&calibration == &prefetch_calibration(isa));  // measured once per process
+    if (has_l2_kernels) {
+      // Measured: rates from real passes over a table of 4x the LLC within [64, 256] MiB, and the
+      // choice the stated 5% margin makes of them.
+      CHECK(calibration.note.empty());
+      CHECK(calibration.l1_gbs > 0);
+      CHECK(calibration.l2_gbs > 0);
+      CHECK(calibration.table_bytes >= (std::uint64_t{64} << 20));
+      CHECK(calibration.table_bytes <= (std::uint64_t{256} << 20));
+      CHECK(calibration.level == (calibration.l2_gbs >= 1.05 * calibration.l1_gbs ? PrefetchLevel::kL2 : PrefetchLevel::kL1));
+    } else {
+      CHECK(calibration.level == PrefetchLevel::kL1);
+      CHECK(calibration.note.find("no kernels that prefetch into L2") != std::string::npos);
+      CHECK(calibration.l1_gbs == 0);
+    }
+    const auto level_of = [&](PrefetchLevel asked, std::optional<std::uint64_t> cache_bytes) {
+      auto e = Embedder::create(model, {.isa = isa, .cache_bytes = cache_bytes, .prefetch_level = asked});
+      REQUIRE(e);
+      CHECK(e->prefetch_level(1) == PrefetchLevel::kL1);  // past the model's one output
+      return e->prefetch_level();
+    };
+    // The table in the cache: L1 whatever was asked.
+    for (PrefetchLevel asked : {PrefetchLevel::kL1, PrefetchLevel::kL2, PrefetchLevel::kAuto}) {
+      CHECK(level_of(asked, std::nullopt) == PrefetchLevel::kL1);
+    }
+    // Rows from memory (a cache of 0 bytes): as asked where the ISA has L2 kernels, auto as calibrated.
+    CHECK(level_of(PrefetchLevel::kL1, 0) == PrefetchLevel::kL1);
+    CHECK(level_of(PrefetchLevel::kL2, 0) == (has_l2_kernels ? PrefetchLevel::kL2 : PrefetchLevel::kL1));
+    CHECK(level_of(PrefetchLevel::kAuto, 0) == calibration.level);
+  }
+  CHECK(EmbedderOptions{}.prefetch_level == PrefetchLevel::kAuto);
+  CHECK(prefetch_level_name(PrefetchLevel::kAuto) == "auto");
+  CHECK(prefetch_level_name(PrefetchLevel::kL2) == "l2");
+}
+
+// (Not run under qemu's Nehalem: tests/CMakeLists.txt.)
+TEST_CASE("prefetch calibration: the measurement runs with any two kernels, in either page size") {
+  // The scalar kernel as both levels, so that sanitized builds, which leave the L2 kernels out,
+  // run it too: rates from real passes, the rule applied.
+  const kernels::RangeKernel scalar = kernels::scalar_kernels().get(DType::kF32, OutputDType::kF32);
+  for (const bool huge_pages : {false, true}) {
+    const PrefetchCalibration c = detail::measure_prefetch_levels(huge_pages, scalar, scalar);
+    CHECK(c.note.empty());
+    CHECK(c.l1_gbs > 0);
+    CHECK(c.l2_gbs > 0);
+    CHECK(c.level == (c.l2_gbs >= 1.05 * c.l1_gbs ? PrefetchLevel::kL2 : PrefetchLevel::kL1));
+  }
 }
 
 TEST_CASE("a caller-provided task arena is used") {

@@ -22,7 +22,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <oneapi/tbb/task_arena.h>
 
@@ -160,13 +162,32 @@ enum class NonTemporal {
 // smaller table always go to L1, and so do all rows with the scalar and SSE4.2 kernels, or in a
 // library built with EMBEDRT_PREFETCH_L2_KERNELS=OFF. No choice changes a result's bits.
 enum class PrefetchLevel {
-  kL1,  // into L1 (x86 prefetcht0), as FBGEMM's kernels: the default
+  kL1,  // into L1 (x86 prefetcht0), as FBGEMM's kernels
   // Only as far as L2 (prefetcht1). Machines differ: on a Zen 5 guest whose random reads from
   // memory are slow (163 ns per miss) L2 gathered and pooled 1.1-2.9x faster; on another Zen 5 it
-  // lost, 0.88-0.90x. `embedrt bench --prefetch-level l2` measures a machine (README, "Choosing
-  // the prefetch level").
+  // lost, 0.88-0.90x (README, "Choosing the prefetch level").
   kL2,
+  // The default: the level this machine's calibration chose (prefetch_calibration), measured by
+  // the first Embedder that has a table larger than half the LLC and L2 kernels to choose.
+  kAuto,
 };
+
+std::string_view prefetch_level_name(PrefetchLevel level) noexcept;  // "l1", "l2", "auto"
+
+// What PrefetchLevel::kAuto measured on this machine: random 1 KiB rows gathered by the kernels of
+// each level from a private table of 4x the LLC (within 64-256 MiB), 7 interleaved rounds of
+// 16 MiB each. It costs about 0.1 s and that memory for a moment, once per process, ISA and page
+// size; later calls return the same answer.
+struct PrefetchCalibration {
+  PrefetchLevel level = PrefetchLevel::kL1;  // kL2 when its median rate is at least 5% above L1's
+  double l1_gbs = 0;                         // median GB/s of rows read, prefetching into L1
+  double l2_gbs = 0;                         // the same, into L2
+  std::uint64_t table_bytes = 0;             // the private table's size
+  std::string note;                          // why nothing was measured, when nothing was ("" otherwise)
+};
+// `huge_pages`: the table in 2 MiB pages (as Residency::kCopy holds a model) rather than 4 KiB ones.
+// An ISA without L2 kernels measures nothing: kL1, with a note.
+const PrefetchCalibration& prefetch_calibration(Isa isa, bool huge_pages = false);
 
 struct EmbedderOptions {
   std::optional<Isa> isa;                     // force an ISA (must be supported); default_isa() otherwise
@@ -177,7 +198,7 @@ struct EmbedderOptions {
   // table larger than half of it, the gather's order and which quantized rows it copies to L1
   // first); default: the cache detected (last_level_cache()). None changes a result's bits.
   std::optional<std::uint64_t> cache_bytes;
-  PrefetchLevel prefetch_level = PrefetchLevel::kL1;
+  PrefetchLevel prefetch_level = PrefetchLevel::kAuto;
 };
 
 class Embedder {
@@ -201,14 +222,22 @@ class Embedder {
 
   const Model& model() const noexcept { return model_; }
   Isa isa() const noexcept { return isa_; }
+  // Where the kernels prefetch an output's token rows: kL2 or kL1, kAuto and the table's size
+  // resolved at create (kL1 for an output index past the model's outputs).
+  PrefetchLevel prefetch_level(std::size_t output = 0) const noexcept {
+    return output < prefetch_levels_.size() ? prefetch_levels_[output] : PrefetchLevel::kL1;
+  }
 
  private:
-  Embedder(Model model, const EmbedderOptions& options, Isa isa, std::uint64_t llc_bytes)
-      : model_(std::move(model)), options_(options), isa_(isa), llc_bytes_(llc_bytes) {}
+  Embedder(Model model, const EmbedderOptions& options, Isa isa, std::uint64_t llc_bytes,
+           std::vector<PrefetchLevel> prefetch_levels)
+      : model_(std::move(model)), options_(options), isa_(isa), llc_bytes_(llc_bytes),
+        prefetch_levels_(std::move(prefetch_levels)) {}
   Model model_;
   EmbedderOptions options_;
   Isa isa_;
   std::uint64_t llc_bytes_;
+  std::vector<PrefetchLevel> prefetch_levels_;  // one per output
 };
 
 }  // namespace embedrt

@@ -56,7 +56,7 @@ struct BenchArgs {
   double seconds = 2.0;
   bool json = false;
   std::string nontemporal = "auto";
-  PrefetchLevel prefetch_level = PrefetchLevel::kL1;
+  PrefetchLevel prefetch_level = PrefetchLevel::kAuto;
   bool roofline = false;
   bool evict = false;
   bool cold_file = false;
@@ -754,8 +754,14 @@ int run(const BenchArgs& args) {
               {"batch", args.batch}, {"seq", args.seq}, {"dim", lead.dim()}, {"vocab", lead.vocab_size()},
               {"outputs", output_names}, {"bytes_per_token", bytes_per_token},
               {"id_sets", sets}, {"out_sets", out_sets}, {"llc", llc_json(llc)}, {"sizes", sizes},
-              // as asked: it applies to tables past half the LLC, on the AVX2 and AVX-512 kernels
-              {"prefetch_level", prefetch_level_name(args.prefetch_level)}};
+              // as asked, and as the Embedder resolved it for the lead output's table
+              {"prefetch_level", prefetch_level_name(args.prefetch_level)},
+              {"prefetch_level_used", prefetch_level_name(embedder->prefetch_level(selected[0]))}};
+  if (args.prefetch_level == PrefetchLevel::kAuto) {
+    const PrefetchCalibration& c = prefetch_calibration(embedder->isa(), model->file().residency() == Residency::kCopy);
+    doc["prefetch_calibration"] = {{"level", prefetch_level_name(c.level)}, {"l1_gbs", c.l1_gbs}, {"l2_gbs", c.l2_gbs},
+                                   {"table_bytes", c.table_bytes}, {"note", c.note}};
+  }
   if (args.bag) {
     const PoolingMode mode = bags[0].mode.value_or(lead.rules->pooling);
     doc["bag"] = args.bag;

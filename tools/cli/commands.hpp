@@ -26,19 +26,20 @@ inline void add_open_options(CLI::App* cmd, OpenOptions& options, bool lock) {
   if (lock) cmd->add_flag("--lock-in-memory", options.lock_in_memory, "mlock the model's bytes (needs RLIMIT_MEMLOCK)");
 }
 
-// The CLI's name of a PrefetchLevel: "l1" or "l2".
-inline const char* prefetch_level_name(PrefetchLevel level) { return level == PrefetchLevel::kL2 ? "l2" : "l1"; }
-
-// --prefetch-level l1|l2 (EmbedderOptions::prefetch_level); one definition for bench and serve.
+// --prefetch-level auto|l1|l2 (EmbedderOptions::prefetch_level); one definition for bench and serve.
 inline void add_prefetch_level_option(CLI::App* cmd, PrefetchLevel& level) {
+  static constexpr PrefetchLevel kLevels[] = {PrefetchLevel::kAuto, PrefetchLevel::kL1, PrefetchLevel::kL2};
   cmd->add_option_function<std::string>(
          "--prefetch-level",
          [&level](const std::string& name) {
-           level = name == prefetch_level_name(PrefetchLevel::kL2) ? PrefetchLevel::kL2 : PrefetchLevel::kL1;
+           for (PrefetchLevel l : kLevels) {
+             if (name == prefetch_level_name(l)) level = l;
+           }
          },
-         "where the rows of a table larger than half the last-level cache are prefetched: l1 (default) or l2, "
-         "faster on machines whose random reads from memory are slow (README: Choosing the prefetch level)")
-      ->check(CLI::IsMember({prefetch_level_name(PrefetchLevel::kL1), prefetch_level_name(PrefetchLevel::kL2)}));
+         "where the rows of a table larger than half the last-level cache are prefetched: auto (default: the "
+         "level this machine measures faster, once per process), l1 or l2 (README: Choosing the prefetch level)")
+      ->check(CLI::IsMember({std::string(prefetch_level_name(kLevels[0])), std::string(prefetch_level_name(kLevels[1])),
+                             std::string(prefetch_level_name(kLevels[2]))}));
 }
 
 Runner add_inspect_command(CLI::App& app);
