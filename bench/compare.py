@@ -1065,17 +1065,24 @@ def median(v):
     return statistics.median(v) if v else None
 
 
-def prefetch_text(m):
+def prefetch_text(result):
     """Where embedrt prefetched the rows of tables past half the LLC, for the machine line."""
+    m = result["meta"]
     level, c = m.get("prefetch_level", "l1"), m.get("prefetch_calibration")
     if level == "l2":
         return ", embedrt prefetching rows into L2 (--prefetch-level l2)"
-    if level == "auto" and c:
-        chosen = "L2" if c["level"] == "l2" else "L1"
-        return (f", embedrt prefetching rows of tables past half the LLC into {chosen} (--prefetch-level auto: "
-                f"random rows read at {c['l1_gbs']:.1f} GB/s into L1, {c['l2_gbs']:.1f} into L2)" if not c["note"] else
-                f", embedrt prefetching rows into L1 ({c['note']})")
-    return ""
+    if level != "auto":
+        return ""
+    used = [case.get("prefetch_level_used") for case in result["cases"]]
+    text = ", embedrt's prefetch level chosen by the machine's calibration (--prefetch-level auto"
+    if c and not c["note"]:
+        text += (f": random rows gathered at {c['l1_gbs']:.1f} GB/s prefetched into L1, {c['l2_gbs']:.1f} into L2, "
+                 f"so {c['level'].upper()}")
+    elif c:
+        text += f": {c['note']}"
+    if any(used):
+        text += f"; L2 in {used.count('l2')} of {len(used)} cases, the others' tables within half the LLC or L1 chosen"
+    return text + ")"
 
 
 def write_report(result):
@@ -1123,7 +1130,10 @@ def main():
     LLC = probe["llc"]["bytes"]
     meta = {"machine": platform.machine(), "cores": CORES, "isa": probe["isa"], "llc": probe["llc"],
             "threads": THREADS, "rounds": args.rounds, "seconds": args.seconds, "clock": args.clock,
-            "prefetch_level": args.prefetch_level, "prefetch_calibration": probe.get("prefetch_calibration"),
+            "prefetch_level": args.prefetch_level,
+            # (roofline runs measure no prefetch level: a tiny gather reports the machine's calibration)
+            "prefetch_calibration": bench("--synthetic", "1x64", "--batch", 1, "--seq", 1, "--seconds", 0.01)
+                                    .get("prefetch_calibration") if args.prefetch_level == "auto" else None,
             "id_sets_rule": {"min": ID_SETS_MIN, "touch_vs_llc": ID_SETS_TOUCH, "coverage": ID_SETS_COVERAGE,
                              "max_id_bytes": ID_SETS_MAX_BYTES, "dram_touched_vs_llc": DRAM_TOUCHED},
             "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -1169,6 +1179,7 @@ def main():
                 "touched_vs_llc": touched / LLC, "regime": regime(touched, emb["sizes"]["output_bytes_total"]),
                 "sizes": emb["sizes"], "roofline_sizes": roof["sizes"],
                 "nontemporal_roofline": roof["nontemporal"], "isa": emb["isa"],
+                "prefetch_level_used": emb.get("prefetch_level_used"),
                 "bytes_per_token": emb.get("bytes_per_token"), "roofline_bytes_per_token": roof.get("bytes_per_token"),
                 "medians": {k: summary(k, v) for k, v in samples[c.key].items()}, "samples": samples[c.key]})
 
@@ -1429,7 +1440,7 @@ def markdown(result):
              + (f"; torch {m['torch']} ({m['torch_capability']}), ONNX Runtime {m['onnxruntime']}" if "torch" in m else "")
              + f". {m['rounds']} interleaved rounds of {m['seconds']} s samples, medians"
              + (", by CPU time per thread (--clock cpu)" if m.get("clock") == "cpu" else "")
-             + prefetch_text(m)
+             + prefetch_text(result)
              + f"; {id_sets_text(m)}; output buffers rotate until 4x the LLC (one buffer in the cache-resident case). "
              f"Load average {m['load_average_start'][0]:.2f} at the start, {m['load_average_end'][0]:.2f} at the end "
              f"({m['started']}).", ""]
