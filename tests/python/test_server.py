@@ -308,6 +308,8 @@ def test_copy_residency(work):
         log = server.proc.communicate(timeout=20)[1]
     check("copy: the log says the file changed and the copy serves",
           "residency copy" in log and "changed in place" in log and "from its copy" in log, log[-800:])
+    # The level the kernels use, resolved: l2 was asked, but a table this small stays in the cache.
+    check("copy: the log names the prefetch level in use", "residency copy, prefetch l1)" in log, log[-800:])
     r = subprocess.run([CLI, "serve", path, "--residency", "huge", "--port", str(free_port())],
                        capture_output=True, text=True, timeout=20)
     check("an unknown --residency is a usage error naming it", r.returncode == 2 and "huge" in r.stderr, r.stderr)
