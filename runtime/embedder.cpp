@@ -70,6 +70,9 @@ void advise_will_need(const std::byte* p, std::uint64_t bytes) {
   (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_WILLNEED);
 }
 
+// Whether the ISA's kernels come in a set that prefetches into L2 (kernels_for returns another table).
+bool has_prefetch_l2_kernels(Isa isa) { return &kernels_for(isa) != &kernels_for(isa, true); }
+
 // Whether a token table's rows come from memory rather than the cache (KernelArgs::
 // token_rows_from_memory): it is larger than half the LLC.
 bool token_rows_from_memory(std::uint64_t table_bytes, std::uint64_t llc_bytes) { return table_bytes > llc_bytes / 2; }
@@ -80,7 +83,7 @@ bool token_rows_from_memory(std::uint64_t table_bytes, std::uint64_t llc_bytes) 
 PrefetchLevel resolve_prefetch_level(PrefetchLevel asked, Isa isa, std::uint64_t table_bytes, std::uint64_t llc_bytes,
                                      bool huge_pages) {
   if (asked == PrefetchLevel::kL1 || !token_rows_from_memory(table_bytes, llc_bytes)) return PrefetchLevel::kL1;
-  if (&kernels_for(isa) == &kernels_for(isa, true)) return PrefetchLevel::kL1;
+  if (!has_prefetch_l2_kernels(isa)) return PrefetchLevel::kL1;
   return asked == PrefetchLevel::kL2 ? PrefetchLevel::kL2 : prefetch_calibration(isa, huge_pages).level;
 }
 
@@ -184,15 +187,13 @@ Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
 }
 
 const PrefetchCalibration& prefetch_calibration(Isa isa, bool huge_pages) {
-  const kernels::KernelTable& into_l1 = kernels_for(isa);
-  const kernels::KernelTable& into_l2 = kernels_for(isa, true);
-  if (&into_l1 == &into_l2) {
+  if (!has_prefetch_l2_kernels(isa)) {
     static const PrefetchCalibration nothing_to_choose{.note = "no kernels that prefetch into L2 (scalar, SSE4.2, or a library "
                                                                "built with EMBEDRT_PREFETCH_L2_KERNELS=OFF): L1"};
     return nothing_to_choose;
   }
-  return detail::calibrate_prefetch_level(isa, huge_pages, into_l1.get(DType::kF32, OutputDType::kF32),
-                                          into_l2.get(DType::kF32, OutputDType::kF32));
+  return detail::calibrate_prefetch_level(isa, huge_pages, kernels_for(isa).get(DType::kF32, OutputDType::kF32),
+                                          kernels_for(isa, true).get(DType::kF32, OutputDType::kF32));
 }
 
 std::size_t output_element_bytes(OutputDType dtype) noexcept {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "embedrt/embedder.hpp"
 #include "embedrt/table_file.hpp"
@@ -29,6 +30,8 @@ inline void add_open_options(CLI::App* cmd, OpenOptions& options, bool lock) {
 // --prefetch-level auto|l1|l2 (EmbedderOptions::prefetch_level); one definition for bench and serve.
 inline void add_prefetch_level_option(CLI::App* cmd, PrefetchLevel& level) {
   static constexpr PrefetchLevel kLevels[] = {PrefetchLevel::kAuto, PrefetchLevel::kL1, PrefetchLevel::kL2};
+  std::vector<std::string> names;
+  for (PrefetchLevel l : kLevels) names.emplace_back(prefetch_level_name(l));
   cmd->add_option_function<std::string>(
          "--prefetch-level",
          [&level](const std::string& name) {
@@ -38,8 +41,7 @@ inline void add_prefetch_level_option(CLI::App* cmd, PrefetchLevel& level) {
          },
          "where the rows of a table larger than half the last-level cache are prefetched: auto (default: the "
          "level this machine measures faster, once per process), l1 or l2 (README: Choosing the prefetch level)")
-      ->check(CLI::IsMember({std::string(prefetch_level_name(kLevels[0])), std::string(prefetch_level_name(kLevels[1])),
-                             std::string(prefetch_level_name(kLevels[2]))}));
+      ->check(CLI::IsMember(names));
 }
 
 Runner add_inspect_command(CLI::App& app);
