@@ -153,14 +153,41 @@ embedrt_status embedrt_model_verify(const embedrt_model* model, embedrt_error** 
 
 embedrt_status embedrt_embedder_create(const embedrt_model* model, const char* isa, embedrt_embedder** embedder,
                                        embedrt_error** error) {
+  embedrt_embedder_options options{};
+  options.isa = isa;
+  return embedrt_embedder_create_with(model, &options, embedder, error);
+}
+
+embedrt_status embedrt_embedder_create_with(const embedrt_model* model, const embedrt_embedder_options* asked,
+                                            embedrt_embedder** embedder, embedrt_error** error) {
   return guarded(error, [&]() -> embedrt_status {
     if (model == nullptr || embedder == nullptr) return fail(error, EMBEDRT_INVALID_ARGUMENT, "model and embedder must not be NULL");
     *embedder = nullptr;
+    const embedrt_embedder_options defaults{};
+    const embedrt_embedder_options& o = asked != nullptr ? *asked : defaults;
     embedrt::EmbedderOptions options;
-    if (isa != nullptr) {
-      options.isa = embedrt::parse_isa(isa);
-      if (!options.isa) return fail(error, EMBEDRT_INVALID_ARGUMENT, std::string("unknown ISA '") + isa + "'");
+    if (o.isa != nullptr) {
+      options.isa = embedrt::parse_isa(o.isa);
+      if (!options.isa) return fail(error, EMBEDRT_INVALID_ARGUMENT, std::string("unknown ISA '") + o.isa + "'");
     }
+    switch (o.prefetch_level) {
+      case EMBEDRT_PREFETCH_AUTO: options.prefetch_level = embedrt::PrefetchLevel::kAuto; break;
+      case EMBEDRT_PREFETCH_L1: options.prefetch_level = embedrt::PrefetchLevel::kL1; break;
+      case EMBEDRT_PREFETCH_L2: options.prefetch_level = embedrt::PrefetchLevel::kL2; break;
+      default:
+        return fail(error, EMBEDRT_INVALID_ARGUMENT,
+                    "prefetch level value " + std::to_string(o.prefetch_level) + " is not EMBEDRT_PREFETCH_AUTO, _L1 or _L2");
+    }
+    switch (o.nontemporal) {
+      case EMBEDRT_NONTEMPORAL_AUTO: options.nontemporal = embedrt::NonTemporal::kAuto; break;
+      case EMBEDRT_NONTEMPORAL_ALWAYS: options.nontemporal = embedrt::NonTemporal::kAlways; break;
+      case EMBEDRT_NONTEMPORAL_NEVER: options.nontemporal = embedrt::NonTemporal::kNever; break;
+      default:
+        return fail(error, EMBEDRT_INVALID_ARGUMENT,
+                    "nontemporal value " + std::to_string(o.nontemporal) +
+                        " is not EMBEDRT_NONTEMPORAL_AUTO, _ALWAYS or _NEVER");
+    }
+    if (o.cache_bytes != 0) options.cache_bytes = o.cache_bytes;
     auto created = embedrt::Embedder::create(model->model, options);
     if (!created) return fail(error, created.error());
     *embedder = new embedrt_embedder{std::move(*created)};
@@ -172,6 +199,11 @@ void embedrt_embedder_free(embedrt_embedder* embedder) { delete embedder; }
 
 const char* embedrt_embedder_isa(const embedrt_embedder* embedder) {
   return embedder ? embedrt::isa_name(embedder->embedder.isa()).data() : "";
+}
+
+const char* embedrt_embedder_prefetch_level(const embedrt_embedder* embedder, size_t output) {
+  if (embedder == nullptr || output >= embedder->embedder.model().outputs().size()) return "";
+  return embedrt::prefetch_level_name(embedder->embedder.prefetch_level(output)).data();
 }
 
 embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_request* request, void* out,

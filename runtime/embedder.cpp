@@ -154,6 +154,29 @@ std::string_view prefetch_level_name(PrefetchLevel level) noexcept {
   return "?";
 }
 
+std::optional<PrefetchLevel> parse_prefetch_level(std::string_view name) noexcept {
+  for (PrefetchLevel level : {PrefetchLevel::kAuto, PrefetchLevel::kL1, PrefetchLevel::kL2}) {
+    if (name == prefetch_level_name(level)) return level;
+  }
+  return std::nullopt;
+}
+
+std::string_view nontemporal_name(NonTemporal mode) noexcept {
+  switch (mode) {
+    case NonTemporal::kAuto: return "auto";
+    case NonTemporal::kAlways: return "always";
+    case NonTemporal::kNever: return "never";
+  }
+  return "?";
+}
+
+std::optional<NonTemporal> parse_nontemporal(std::string_view name) noexcept {
+  for (NonTemporal mode : {NonTemporal::kAuto, NonTemporal::kAlways, NonTemporal::kNever}) {
+    if (name == nontemporal_name(mode)) return mode;
+  }
+  return std::nullopt;
+}
+
 Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
   Isa isa = Isa::kScalar;
   if (options.isa) {

@@ -328,6 +328,19 @@ TEST_CASE("bench: several outputs in one call, bags, and cold decode with and wi
   r = run_cli(dir, "bench --synthetic 1000x64 --bag 4 --batch 2 --seq 8 --prefetch-level l3 --seconds 0.01");
   CHECK(r.exit_code != 0);
   CHECK(r.err.find("--prefetch-level") != std::string::npos);
+  CHECK(r.err.find("l3 not in {auto,l1,l2}") != std::string::npos);
+  r = run_cli(dir, "bench --synthetic 1000x64 --batch 2 --seq 8 --nontemporal sometimes --seconds 0.01");
+  CHECK(r.exit_code == 2);  // a usage error, naming the value and the choices
+  CHECK(r.err.find("sometimes not in {auto,always,never}") != std::string::npos);
+  r = run_cli(dir, "bench --synthetic 1000x64 --batch 2 --seq 8 --nontemporal always --seconds 0.01 --json");
+  CHECK(r.exit_code == 0);
+  // The roofline streams as told (its JSON says whether it did): the output is far below the LLC.
+  r = run_cli(dir, "bench --synthetic 1000x64 --batch 2 --seq 8 --nontemporal always --roofline --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(r.out)["nontemporal"] == true);
+  r = run_cli(dir, "bench --synthetic 1000x64 --batch 2 --seq 8 --roofline --seconds 0.01 --json");
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(r.out)["nontemporal"] == false);
   r = run_cli(dir, "bench --synthetic 1000x64 --dtype int4 --bag 4 --weights --batch 2 --seq 8 --seconds 0.01 --json");
   REQUIRE(r.exit_code == 0);
   CHECK(nlohmann::json::parse(r.out)["weights"] == true);

@@ -464,6 +464,16 @@ TEST_CASE("prefetch level: resolved per output at create from the level asked, t
   CHECK(EmbedderOptions{}.prefetch_level == PrefetchLevel::kAuto);
   CHECK(prefetch_level_name(PrefetchLevel::kAuto) == "auto");
   CHECK(prefetch_level_name(PrefetchLevel::kL2) == "l2");
+  for (PrefetchLevel level : {PrefetchLevel::kAuto, PrefetchLevel::kL1, PrefetchLevel::kL2}) {
+    CHECK(parse_prefetch_level(prefetch_level_name(level)) == level);
+  }
+  CHECK_FALSE(parse_prefetch_level("L1"));
+  CHECK_FALSE(parse_prefetch_level(""));
+  for (NonTemporal mode : {NonTemporal::kAuto, NonTemporal::kAlways, NonTemporal::kNever}) {
+    CHECK(parse_nontemporal(nontemporal_name(mode)) == mode);
+  }
+  CHECK(nontemporal_name(NonTemporal::kAlways) == "always");
+  CHECK_FALSE(parse_nontemporal("sometimes"));
 }
 
 // (Not run under qemu's Nehalem: tests/CMakeLists.txt.)

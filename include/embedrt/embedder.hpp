@@ -157,6 +157,9 @@ enum class NonTemporal {
   kNever,
 };
 
+std::string_view nontemporal_name(NonTemporal mode) noexcept;  // "auto", "always", "never"
+std::optional<NonTemporal> parse_nontemporal(std::string_view name) noexcept;
+
 // Where the kernels' software prefetches bring the rows of a table larger than half the
 // last-level cache (rows that come from memory), in a gather and in bags alike. The rows of a
 // smaller table always go to L1, and so do all rows with the scalar and SSE4.2 kernels, or in a
@@ -173,6 +176,7 @@ enum class PrefetchLevel {
 };
 
 std::string_view prefetch_level_name(PrefetchLevel level) noexcept;  // "l1", "l2", "auto"
+std::optional<PrefetchLevel> parse_prefetch_level(std::string_view name) noexcept;
 
 // What PrefetchLevel::kAuto measured on this machine: random 1 KiB rows gathered by the kernels of
 // each level from a private table of 4x the LLC (within 64-256 MiB), 7 interleaved rounds of

@@ -102,8 +102,41 @@ size_t embedrt_model_output_shape(const embedrt_model* model, size_t output, uin
  * The embedder keeps the model alive; the model handle may be freed right after. */
 embedrt_status embedrt_embedder_create(const embedrt_model* model, const char* isa, embedrt_embedder** embedder,
                                        embedrt_error** error);
+
+/* Where the kernels prefetch the rows of a table larger than half the last-level cache, and
+ * whether they stream their output past the cache (embedrt::PrefetchLevel and
+ * embedrt::NonTemporal in embedrt/embedder.hpp). AUTO is embedrt_embedder_create's choice: the
+ * level this machine measures faster (once per process: about 0.1 s and a 64-256 MiB buffer for
+ * a moment, which L1 or L2 skip), streaming when a call's output exceeds half the cache. No
+ * choice changes a result's bits. */
+typedef enum embedrt_prefetch_level {
+  EMBEDRT_PREFETCH_AUTO = 0,
+  EMBEDRT_PREFETCH_L1 = 1,
+  EMBEDRT_PREFETCH_L2 = 2
+} embedrt_prefetch_level;
+typedef enum embedrt_nontemporal {
+  EMBEDRT_NONTEMPORAL_AUTO = 0,
+  EMBEDRT_NONTEMPORAL_ALWAYS = 1,
+  EMBEDRT_NONTEMPORAL_NEVER = 2
+} embedrt_nontemporal;
+/* embedrt_embedder_create_with's choices (embedrt::EmbedderOptions); zero-initialized, they are
+ * embedrt_embedder_create's. The enums are ints: an unknown value is refused with
+ * EMBEDRT_INVALID_ARGUMENT naming it. */
+typedef struct embedrt_embedder_options {
+  const char* isa;      /* NULL (the best, or EMBEDRT_ISA) or a name as embedrt_embedder_create's */
+  int prefetch_level;   /* an embedrt_prefetch_level value */
+  int nontemporal;      /* an embedrt_nontemporal value */
+  uint64_t cache_bytes; /* the last-level cache the memory choices assume; 0: the one detected */
+} embedrt_embedder_options;
+/* `options` NULL: the defaults. */
+embedrt_status embedrt_embedder_create_with(const embedrt_model* model, const embedrt_embedder_options* options,
+                                            embedrt_embedder** embedder, embedrt_error** error);
 void embedrt_embedder_free(embedrt_embedder* embedder);
 const char* embedrt_embedder_isa(const embedrt_embedder* embedder);
+/* The level the kernels use for an output's rows, "l1" or "l2" (AUTO resolved; a table that fits
+ * in half the cache, or an ISA without L2 kernels, is "l1" whatever was asked); "" for a NULL
+ * embedder or an output past the model's. */
+const char* embedrt_embedder_prefetch_level(const embedrt_embedder* embedder, size_t output);
 
 /* `out` is a buffer of `out_bytes` bytes (pass sizeof or the allocation's size, not a count of
  * elements) that must hold exactly num_ids * dim values of `out_dtype`, an embedrt_output_dtype

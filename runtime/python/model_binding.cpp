@@ -48,7 +48,8 @@ tbb::task_arena* arena_of(int threads) {
 // object's reference, and calls already running finish on the mapping they hold.
 class ModelState {
  public:
-  ModelState(Model model, Embedder embedder) : model_(std::move(model)), embedder_(std::move(embedder)) {}
+  ModelState(Model model, Embedder embedder, const EmbedderOptions& options)
+      : model_(std::move(model)), embedder_(std::move(embedder)), options_(options) {}
 
   const Model& model() const noexcept { return model_; }
   const Embedder& embedder() const noexcept { return embedder_; }
@@ -58,7 +59,7 @@ class ModelState {
     std::lock_guard lock(mutex_);
     auto& sized = sized_[threads];
     if (!sized) {
-      EmbedderOptions options;
+      EmbedderOptions options = options_;  // the same memory choices
       options.isa = embedder_.isa();
       options.arena = arena_of(threads);
       auto made = Embedder::create(model_, options);
@@ -71,6 +72,7 @@ class ModelState {
  private:
   Model model_;
   Embedder embedder_;  // the default arena: every core
+  EmbedderOptions options_;  // what Model() asked for (prefetch level, streaming stores)
   mutable std::mutex mutex_;
   mutable std::map<int, std::unique_ptr<const Embedder>> sized_;
 };
@@ -191,7 +193,20 @@ nb::object decoded_path(const std::string& path) {
   return nb::steal(PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
 }
 
-void init_model(PyModel* self, nb::handle path, const std::string& residency, bool lock_in_memory) {
+// cache_bytes=: None (the cache detected) or a positive int.
+std::optional<std::uint64_t> read_cache_bytes(nb::handle value) {
+  if (value.is_none()) return std::nullopt;
+  if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) raise_invalid("cache_bytes", "expected an int or None");
+  const unsigned long long bytes = PyLong_AsUnsignedLongLong(value.ptr());
+  if (PyErr_Occurred() != nullptr || bytes == 0) {
+    PyErr_Clear();
+    raise_invalid("cache_bytes", std::string("expected a positive number of bytes; got ") + nb::str(value).c_str());
+  }
+  return bytes;
+}
+
+void init_model(PyModel* self, nb::handle path, const std::string& residency, bool lock_in_memory,
+                const std::string& prefetch_level, const std::string& nontemporal, nb::handle cache_bytes) {
   const std::string file = read_path(path, "path");
   OpenOptions options;
   if (const auto mode = parse_residency(residency)) {
@@ -200,16 +215,28 @@ void init_model(PyModel* self, nb::handle path, const std::string& residency, bo
     raise_invalid("residency", "'" + residency + "'; expected 'mmap', 'populate' or 'copy'");
   }
   options.lock_in_memory = lock_in_memory;
+  EmbedderOptions embedder_options;
+  if (const auto level = parse_prefetch_level(prefetch_level)) {
+    embedder_options.prefetch_level = *level;
+  } else {
+    raise_invalid("prefetch_level", "'" + prefetch_level + "'; expected 'auto', 'l1' or 'l2'");
+  }
+  if (const auto mode = parse_nontemporal(nontemporal)) {
+    embedder_options.nontemporal = *mode;
+  } else {
+    raise_invalid("nontemporal", "'" + nontemporal + "'; expected 'auto', 'always' or 'never'");
+  }
+  embedder_options.cache_bytes = read_cache_bytes(cache_bytes);
   std::optional<Result<Model>> model;
   std::optional<Result<Embedder>> embedder;
   {
-    nb::gil_scoped_release release;  // populate, copy and mlock read the whole file
+    nb::gil_scoped_release release;  // populate, copy and mlock read the whole file; auto may calibrate
     model.emplace(Model::open(file, options));
-    if (*model) embedder.emplace(Embedder::create(**model));
+    if (*model) embedder.emplace(Embedder::create(**model, embedder_options));
   }
   if (!*model) raise_error(std::move(*model).error());
   if (!*embedder) raise_error(std::move(*embedder).error());
-  new (self) PyModel(std::make_shared<const ModelState>(std::move(**model), std::move(**embedder)), file);
+  new (self) PyModel(std::make_shared<const ModelState>(std::move(**model), std::move(**embedder), embedder_options), file);
 }
 
 // The positions argument or the segments argument: one value per id, in the ids' shape.
@@ -453,7 +480,8 @@ void bind_model(nb::module_& m) {
 
   nb::class_<PyModel>(m, "Model", nb::is_weak_referenceable(), R"(An opened .embt model: memory-mapped, validated, shared by every thread.
 
-Model(path, residency="mmap", lock_in_memory=False)
+Model(path, residency="mmap", lock_in_memory=False, prefetch_level="auto", nontemporal="auto",
+      cache_bytes=None)
 
   path: the .embt file (str, bytes or os.PathLike).
   residency: "mmap" maps the file and lets the page cache bring rows in on first use (opening
@@ -462,10 +490,19 @@ Model(path, residency="mmap", lock_in_memory=False)
     but not shared with other processes).
   lock_in_memory: mlock the mapping so it is never paged out; refused (OSError) if the system
     does not allow it.
+  prefetch_level: where the kernels prefetch the rows of a table larger than half the last-level
+    cache: "l1", "l2", or "auto", the level this machine measures faster (once per process: about
+    0.1 s and a 64-256 MiB buffer for a moment, which "l1" or "l2" skip). prefetch_levels says
+    which one each output uses.
+  nontemporal: streaming stores for a call's output: "auto" (when it exceeds half the last-level
+    cache), "always" or "never".
+  cache_bytes: the last-level cache those two choices assume, in bytes (None: the one detected;
+    less than the machine's when other work shares it). None of the three changes a result's bits.
 
 A Model is immutable and thread-safe; close() (or a with block) releases the mapping once the
 calls in flight have finished.)")
-      .def("__init__", &init_model, nb::arg("path"), nb::arg("residency") = "mmap", nb::arg("lock_in_memory") = false)
+      .def("__init__", &init_model, nb::arg("path"), nb::arg("residency") = "mmap", nb::arg("lock_in_memory") = false,
+           nb::arg("prefetch_level") = "auto", nb::arg("nontemporal") = "auto", nb::arg("cache_bytes") = nb::none())
       .def("embed", &embed, nb::arg("ids").none(), nb::kw_only(), nb::arg("positions") = nb::none(), nb::arg("starts") = nb::none(),
            nb::arg("segments") = nb::none(), nb::arg("out") = nb::none(), nb::arg("dtype") = nb::none(),
            nb::arg("threads") = nb::none(), nb::arg("output") = nb::none(), kEmbedDoc)
@@ -488,6 +525,15 @@ calls in flight have finished.)")
                    "The token table's dtype: \"f32\", \"bf16\", \"f16\" or \"int8\".")
       .def_prop_ro("isa", [](const PyModel& self) { return std::string(isa_name(self.live()->embedder().isa())); },
                    "The kernels' instruction set: \"avx512bf16\", \"avx512\", \"avx2\", \"sse4.2\" or \"scalar\" (EMBEDRT_ISA forces one).")
+      .def_prop_ro("prefetch_levels", [](const PyModel& self) {
+            const std::shared_ptr<const ModelState> state = self.live();
+            nb::dict levels;
+            for (std::size_t k = 0; k < state->model().outputs().size(); ++k) {
+              levels[state->model().outputs()[k].name.c_str()] = std::string(prefetch_level_name(state->embedder().prefetch_level(k)));
+            }
+            return levels;
+          }, "Where the kernels prefetch each output's rows, by output name: \"l1\" or \"l2\" (prefetch_level=\"auto\" resolved; "
+             "a table that fits in half the last-level cache, or an ISA without L2 kernels, is \"l1\" whatever was asked).")
       .def_prop_ro("metadata", [](const PyModel& self) { return to_python(describe::metadata_json(self.live()->model().metadata())); },
                    "The file's metadata as a dict (the \"metadata\" of embedrt.inspect()).")
       .def_prop_ro("outputs", [](const PyModel& self) {

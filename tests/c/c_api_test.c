@@ -62,6 +62,83 @@ int main(int argc, char** argv) {
   CHECK(strcmp(embedrt_embedder_isa(embedder), "scalar") == 0);
   embedrt_embedder_free(embedder);
   CHECK(embedrt_embedder_create(model, NULL, &embedder, NULL) == EMBEDRT_OK);
+
+  /* embedrt_embedder_create_with: unknown prefetch levels and streaming modes refused, naming
+   * them; every choice embeds the same values (ALWAYS streams even these 60 bytes). This table is
+   * far smaller than half the cache, so its rows go to L1 whatever was asked ("l1"), unless the
+   * cache is said to be 1 byte: then L2 is taken where asked, if the ISA has L2 kernels. */
+  {
+    embedrt_embedder* chosen = NULL;
+    embedrt_embedder_options options;
+    memset(&options, 0, sizeof options);
+    options.prefetch_level = 3;
+    CHECK(embedrt_embedder_create_with(model, &options, &chosen, &error) == EMBEDRT_INVALID_ARGUMENT);
+    CHECK(error != NULL && strstr(embedrt_error_message(error), "prefetch level value 3") != NULL);
+    CHECK(chosen == NULL);
+    embedrt_error_free(error);
+    error = NULL;
+    options.prefetch_level = EMBEDRT_PREFETCH_L2;
+    options.nontemporal = -1;
+    CHECK(embedrt_embedder_create_with(model, &options, &chosen, &error) == EMBEDRT_INVALID_ARGUMENT);
+    CHECK(error != NULL && strstr(embedrt_error_message(error), "nontemporal value -1") != NULL);
+    CHECK(chosen == NULL);
+    embedrt_error_free(error);
+    error = NULL;
+    options.nontemporal = EMBEDRT_NONTEMPORAL_AUTO;
+    options.isa = "avx9";
+    CHECK(embedrt_embedder_create_with(model, &options, &chosen, NULL) == EMBEDRT_INVALID_ARGUMENT);
+    CHECK(embedrt_embedder_create_with(NULL, NULL, &chosen, NULL) == EMBEDRT_INVALID_ARGUMENT);
+    CHECK(strcmp(embedrt_embedder_prefetch_level(NULL, 0), "") == 0);
+    CHECK(embedrt_embedder_create_with(model, NULL, &chosen, NULL) == EMBEDRT_OK); /* NULL: the defaults */
+    CHECK(strcmp(embedrt_embedder_prefetch_level(chosen, 0), "l1") == 0);
+    CHECK(strcmp(embedrt_embedder_prefetch_level(chosen, 1), "") == 0); /* past the one output */
+    embedrt_embedder_free(chosen);
+
+    const int64_t few[3] = {7, 0, 9};
+    embedrt_request three;
+    memset(&three, 0, sizeof three);
+    three.ids = few;
+    three.ids_are_int64 = 1;
+    three.num_ids = 3;
+    three.sequences = 1;
+    const char* isas[2] = {"scalar", NULL};
+    for (int k = 0; k < 2; ++k) {
+      options.isa = isas[k];
+      for (int level = EMBEDRT_PREFETCH_AUTO; level <= EMBEDRT_PREFETCH_L2; ++level) {
+        for (int stream = EMBEDRT_NONTEMPORAL_AUTO; stream <= EMBEDRT_NONTEMPORAL_NEVER; ++stream) {
+          options.prefetch_level = level;
+          options.nontemporal = stream;
+          options.cache_bytes = 0;
+          CHECK(embedrt_embedder_create_with(model, &options, &chosen, NULL) == EMBEDRT_OK);
+          CHECK(strcmp(embedrt_embedder_prefetch_level(chosen, 0), "l1") == 0);
+          float values[3 * 5];
+          memset(values, 0xff, sizeof values); /* NaNs: a value not written fails the comparison */
+          CHECK(embedrt_embed(chosen, &three, values, sizeof values, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
+          int same = 1;
+          for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 5; ++j) same &= values[i * 5 + j] == expected((int)few[i], i, j);
+          CHECK(same);
+          const char* isa = embedrt_embedder_isa(chosen);
+          embedrt_embedder_free(chosen);
+          if (level == EMBEDRT_PREFETCH_AUTO) continue; /* from memory, auto is the machine's calibration */
+          options.cache_bytes = 1; /* every table larger than half the cache: rows from memory */
+          CHECK(embedrt_embedder_create_with(model, &options, &chosen, NULL) == EMBEDRT_OK);
+          const int has_l2_kernels = EMBEDRT_PREFETCH_L2_KERNELS && (strcmp(isa, "avx2") == 0 ||
+                                                                    strcmp(isa, "avx512") == 0 ||
+                                                                    strcmp(isa, "avx512bf16") == 0);
+          const char* used = level == EMBEDRT_PREFETCH_L2 && has_l2_kernels ? "l2" : "l1";
+          CHECK(strcmp(embedrt_embedder_prefetch_level(chosen, 0), used) == 0);
+          memset(values, 0xff, sizeof values);
+          CHECK(embedrt_embed(chosen, &three, values, sizeof values, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
+          same = 1;
+          for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 5; ++j) same &= values[i * 5 + j] == expected((int)few[i], i, j);
+          CHECK(same);
+          embedrt_embedder_free(chosen);
+        }
+      }
+    }
+  }
   embedrt_model_free(model); /* the embedder keeps the mapping alive */
 
   /* Two sequences of three int32 ids, starting at position 2. */

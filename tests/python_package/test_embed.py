@@ -216,6 +216,28 @@ def test_residency_copy_is_immune_to_the_file(gpt2_like, tmp_path):
         np.testing.assert_array_equal(model.embed(IDS), gpt2_reference(tok, pos, IDS))
 
 
+def test_memory_choices_change_no_value(gpt2_like):
+    """prefetch_level, nontemporal and cache_bytes reach the Embedder (prefetch_levels reads back
+    its choice) and never change a result: this table of a few KiB is cached, so its rows go to L1
+    whatever was asked, unless the cache is said to be one byte; then L2 is taken where asked if the
+    ISA has L2 kernels (the wheel compiles them). threads= makes another Embedder: the same choices."""
+    path, tok, pos = gpt2_like
+    expected = gpt2_reference(tok, pos, IDS)
+    for level in ("auto", "l1", "l2"):
+        for stream in ("auto", "always", "never"):
+            for cache in (None, 1):
+                with embedrt.Model(path, prefetch_level=level, nontemporal=stream, cache_bytes=cache) as model:
+                    has_l2_kernels = model.isa in ("avx2", "avx512", "avx512bf16")
+                    if cache is None or level == "l1":
+                        assert model.prefetch_levels == {"embeddings": "l1"}
+                    elif level == "l2":
+                        assert model.prefetch_levels == {"embeddings": "l2" if has_l2_kernels else "l1"}
+                    else:  # auto, rows from memory: the machine's calibration, either level
+                        assert model.prefetch_levels["embeddings"] in ("l1", "l2")
+                    np.testing.assert_array_equal(model.embed(IDS), expected)
+                    np.testing.assert_array_equal(model.embed(IDS, threads=1), expected)
+
+
 def test_module_information():
     assert embedrt.__version__.count(".") == 2 and embedrt.format_version == "2.0"
     assert embedrt.supported_isas()[0] == "scalar"

@@ -197,6 +197,15 @@ def test_files_that_cannot_be_opened(tmp_path, gpt2_like):
         embedrt.Model(3)
     with pytest.raises(embedrt.InvalidArgumentError, match="residency: 'swap'; expected 'mmap', 'populate' or 'copy'"):
         embedrt.Model(gpt2_like[0], residency="swap")
+    with pytest.raises(embedrt.InvalidArgumentError, match="prefetch_level: 'l3'; expected 'auto', 'l1' or 'l2'"):
+        embedrt.Model(gpt2_like[0], prefetch_level="l3")
+    with pytest.raises(embedrt.InvalidArgumentError, match="nontemporal: 'sometimes'; expected 'auto', 'always' or 'never'"):
+        embedrt.Model(gpt2_like[0], nontemporal="sometimes")
+    for bad in (0, -1, 2**64):
+        with pytest.raises(embedrt.InvalidArgumentError, match=f"cache_bytes: expected a positive number of bytes; got {bad}"):
+            embedrt.Model(gpt2_like[0], cache_bytes=bad)
+    with pytest.raises(embedrt.InvalidArgumentError, match="cache_bytes: expected an int or None"):
+        embedrt.Model(gpt2_like[0], cache_bytes=True)
 
 
 def test_damaged_table_is_found_by_verify(tmp_path, gpt2_like):

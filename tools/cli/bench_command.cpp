@@ -55,7 +55,7 @@ struct BenchArgs {
   std::string isa;
   double seconds = 2.0;
   bool json = false;
-  std::string nontemporal = "auto";
+  NonTemporal nontemporal = NonTemporal::kAuto;
   PrefetchLevel prefetch_level = PrefetchLevel::kAuto;
   bool roofline = false;
   bool evict = false;
@@ -206,11 +206,13 @@ void drop_from_page_cache(const std::string& path) {
   ::close(fd);
 }
 
-Result<bool> use_nontemporal(const std::string& mode, std::uint64_t out_bytes, std::uint64_t llc) {
-  if (mode == "always") return true;
-  if (mode == "never") return false;
-  if (mode == "auto") return out_bytes > llc / 2;  // the Embedder's own rule (NonTemporal::kAuto)
-  return Error(ErrorCode::kInvalidArgument, "--nontemporal '" + mode + "': expected auto, always or never");
+bool use_nontemporal(NonTemporal mode, std::uint64_t out_bytes, std::uint64_t llc) {
+  switch (mode) {
+    case NonTemporal::kAlways: return true;
+    case NonTemporal::kNever: return false;
+    case NonTemporal::kAuto: break;
+  }
+  return out_bytes > llc / 2;  // the Embedder's own rule (NonTemporal::kAuto)
 }
 
 bool model_is_synthetic(const BenchArgs& args) { return !args.synthetic.empty() || !args.gemma3n.empty(); }
@@ -274,9 +276,7 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
     c.bag = std::max<std::uint64_t>(1, args.bag);
     c.mean = args.pooling == "mean";
     const std::uint64_t out_bytes = tokens / c.bag * t.dim * output_element_bytes(out);
-    auto stream = use_nontemporal(args.nontemporal, out_bytes, llc.bytes);
-    if (!stream) return report(stream.error());
-    c.stream = *stream;
+    c.stream = use_nontemporal(args.nontemporal, out_bytes, llc.bytes);
     nontemporal = nontemporal || c.stream;
     streams.push_back(std::make_unique<perf::StreamRoofline>(isa, c));
     const perf::StreamRoofline& r = *streams.back();
@@ -654,13 +654,7 @@ int run(const BenchArgs& args) {
   tbb::task_arena arena(threads);
   EmbedderOptions options;
   options.arena = &arena;
-  if (args.nontemporal == "always") {
-    options.nontemporal = NonTemporal::kAlways;
-  } else if (args.nontemporal == "never") {
-    options.nontemporal = NonTemporal::kNever;
-  } else if (args.nontemporal != "auto") {
-    return report(Error(ErrorCode::kInvalidArgument, "--nontemporal '" + args.nontemporal + "': expected auto, always or never"));
-  }
+  options.nontemporal = args.nontemporal;
   options.prefetch_level = args.prefetch_level;
   options.isa = forced;
   auto embedder = Embedder::create(*model, options);
@@ -873,7 +867,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--isa", args->isa, "force a kernel: " + known_list());
   cmd->add_option("--seconds", args->seconds, "how long to measure (default 2; --roofline: that once per prefetch distance it tries, 3 times)")->check(CLI::Range(0.01, 3600.0));
   cmd->add_flag("--json", args->json, "print one JSON object");
-  cmd->add_option("--nontemporal", args->nontemporal, "streaming stores: auto (by output size), always or never");
+  add_nontemporal_option(cmd, args->nontemporal);
   add_prefetch_level_option(cmd, args->prefetch_level);
   cmd->add_option("--id-sets", args->id_sets, "random id batches rotated between calls (default 8)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));

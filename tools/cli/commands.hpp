@@ -27,21 +27,31 @@ inline void add_open_options(CLI::App* cmd, OpenOptions& options, bool lock) {
   if (lock) cmd->add_flag("--lock-in-memory", options.lock_in_memory, "mlock the model's bytes (needs RLIMIT_MEMLOCK)");
 }
 
+// The spellings of an enum's values, for CLI::IsMember (its usage error lists them).
+template <typename Enum, std::string_view (*name)(Enum) noexcept>
+std::vector<std::string> names_of(std::initializer_list<Enum> values) {
+  std::vector<std::string> names;
+  for (Enum value : values) names.emplace_back(name(value));
+  return names;
+}
+
 // --prefetch-level auto|l1|l2 (EmbedderOptions::prefetch_level); one definition for bench and serve.
 inline void add_prefetch_level_option(CLI::App* cmd, PrefetchLevel& level) {
-  static constexpr PrefetchLevel kLevels[] = {PrefetchLevel::kAuto, PrefetchLevel::kL1, PrefetchLevel::kL2};
-  std::vector<std::string> names;
-  for (PrefetchLevel l : kLevels) names.emplace_back(prefetch_level_name(l));
   cmd->add_option_function<std::string>(
-         "--prefetch-level",
-         [&level](const std::string& name) {
-           for (PrefetchLevel l : kLevels) {
-             if (name == prefetch_level_name(l)) level = l;
-           }
-         },
+         "--prefetch-level", [&level](const std::string& name) { level = parse_prefetch_level(name).value(); },
          "where the rows of a table larger than half the last-level cache are prefetched: auto (default: the "
          "level this machine measures faster, once per process), l1 or l2 (README: Choosing the prefetch level)")
-      ->check(CLI::IsMember(names));
+      ->check(CLI::IsMember(names_of<PrefetchLevel, prefetch_level_name>(
+          {PrefetchLevel::kAuto, PrefetchLevel::kL1, PrefetchLevel::kL2})));
+}
+
+// --nontemporal auto|always|never (EmbedderOptions::nontemporal).
+inline void add_nontemporal_option(CLI::App* cmd, NonTemporal& mode) {
+  cmd->add_option_function<std::string>(
+         "--nontemporal", [&mode](const std::string& name) { mode = parse_nontemporal(name).value(); },
+         "streaming stores: auto (by output size), always or never")
+      ->check(CLI::IsMember(names_of<NonTemporal, nontemporal_name>(
+          {NonTemporal::kAuto, NonTemporal::kAlways, NonTemporal::kNever})));
 }
 
 Runner add_inspect_command(CLI::App& app);
