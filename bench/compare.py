@@ -1138,7 +1138,8 @@ def main():
                              "max_id_bytes": ID_SETS_MAX_BYTES, "dram_touched_vs_llc": DRAM_TOUCHED},
             "load_average_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "roofline_statistic": "best", "bag_roofline": "fastest of its plans",
-            "roofline_prefetch_ahead": [b for b in probe.get("prefetch_ahead_tried", []) if b > 0]}
+            "roofline_prefetch_ahead": [b for b in probe.get("prefetch_ahead_tried", []) if b > 0],
+            "roofline_prefetch_levels": probe.get("prefetch_levels_tried", ["l1"])}
     if not args.smoke:
         meta.update(torch=torch.__version__, onnxruntime=ort.__version__, torch_capability=torch.backends.cpu.get_cpu_capability())
     result = {"meta": meta, "cases": [], "decode": {}, "residency": {}}
@@ -1454,7 +1455,8 @@ def markdown(result):
         lines += ["Roofline: the case's table rows streamed in order into its output dtype (same ISA, threads and "
                   f"bytes), over a table 4x the LLC{'; the best of its samples (a limit: interference only lowers it)' if best else ''}"
                   + (f"; the fastest of its rows ahead prefetched in software {' or '.join(f'{b // 1024} KiB' for b in ahead)} "
-                     "further on, or not" if ahead else "") + ". "
+                     "further on" + (" (into L1 or L2, as the kernels can)" if "l2" in m.get("roofline_prefetch_levels", [])
+                                     else "") + ", or not" if ahead else "") + ". "
                   + ("A bag's roofline pools the bag's rows as the kernel does, by the fastest of three plans for rows "
                      "wider than the registers (embedrt bench --roofline --bag). "
                      if m.get("bag_roofline") and any(c.get("bag", 1) > 1 for c in result["cases"]) else "")

@@ -219,6 +219,13 @@ TEST_CASE("bench: sizes against the LLC, the case's roofline, cold decode beside
   REQUIRE(r.exit_code == 0);
   doc = nlohmann::json::parse(r.out);
   CHECK(doc["mode"] == "roofline");
+  // Every way it tried, prefetching into L2 too where this build has such kernels for the ISA.
+  // (which ISAs have them: test_perf_tools)
+  CHECK((doc["prefetch_levels_tried"] == nlohmann::json::array({"l1"}) ||
+         doc["prefetch_levels_tried"] == nlohmann::json::array({"l1", "l2"})));
+  CHECK(doc["ways_tokens_per_second"].size() == 1 + 2 * doc["prefetch_levels_tried"].size());  // none; 4, 8 KiB per level
+  CHECK(doc["ways_tokens_per_second"].contains(doc["way"].get<std::string>()));
+  CHECK((doc["prefetch_level"] == "l1" || doc["prefetch_level"] == "l2"));
   CHECK(doc["table_dtype"] == "int8");
   CHECK(doc["out_dtype"] == "bf16");
   CHECK(doc["row_stride"] == 128);  // align_up(64 codes + scale + bias, 64)

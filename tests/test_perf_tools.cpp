@@ -47,6 +47,26 @@ std::vector<std::byte> embedded(const Model& model, Isa isa, OutputDType out, st
 
 }  // namespace
 
+// Every prefetch distance the roofline tries, into L1 and into L2.
+std::vector<std::pair<std::uint64_t, PrefetchLevel>> prefetch_ways() {
+  std::vector<std::pair<std::uint64_t, PrefetchLevel>> ways;
+  for (std::uint64_t ahead : perf::kPrefetchAheadBytes) {
+    for (PrefetchLevel level : {PrefetchLevel::kL1, PrefetchLevel::kL2}) ways.emplace_back(ahead, level);
+  }
+  return ways;
+}
+
+TEST_CASE("roofline units that prefetch into L2: beside the L1 ones where the library has L2 kernels") {
+  for (Isa isa : supported_isas()) {
+    CAPTURE(isa_name(isa));
+    const bool separate = &perf::roofline_kernels(isa, PrefetchLevel::kL2) != &perf::roofline_kernels(isa);
+    CHECK(separate == perf::has_prefetch_l2_roofline(isa));
+    CHECK(perf::has_prefetch_l2_roofline(isa) ==
+          (EMBEDRT_PREFETCH_L2_KERNELS && (isa == Isa::kAvx2 || isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16)));
+    CHECK(&perf::roofline_kernels(isa, PrefetchLevel::kAuto) == &perf::roofline_kernels(isa));
+  }
+}
+
 TEST_CASE("roofline streams: the Embedder's bytes for rows 0..n-1, every ISA, dtype and output dtype") {
   TempDir dir;
   for (DType dtype : kDTypes) {
@@ -63,9 +83,11 @@ TEST_CASE("roofline streams: the Embedder's bytes for rows 0..n-1, every ISA, dt
             CAPTURE(output_dtype_name(out));
             CAPTURE(stream);
             const auto expected = embedded(model, isa, out, ids, stream);
-            // Prefetching the rows ahead (past the table's end, near it) changes no value.
-            for (std::uint64_t ahead : perf::kPrefetchAheadBytes) {
+            // Prefetching the rows ahead (past the table's end, near it), into L1 or L2, changes no value.
+            for (const auto& [ahead_bytes, level] : prefetch_ways()) {
+              const std::uint64_t ahead = ahead_bytes;
               CAPTURE(ahead);
+              CAPTURE(prefetch_level_name(level));
               std::vector<std::byte> got(expected.size() + 64);
               std::byte* aligned = got.data() + (64 - reinterpret_cast<std::uintptr_t>(got.data()) % 64) % 64;
               perf::RowStream a;
@@ -76,7 +98,7 @@ TEST_CASE("roofline streams: the Embedder's bytes for rows 0..n-1, every ISA, dt
               a.out = aligned;
               a.stream = stream;
               a.prefetch_ahead = ahead;
-              const auto kernel = perf::roofline_kernels(isa).get_stream(dtype, out);
+              const auto kernel = perf::roofline_kernels(isa, level).get_stream(dtype, out);
               kernel(a, 0, 20);  // in two ranges, as threads split a call
               kernel(a, 20, 41);
               CHECK(std::memcmp(aligned, expected.data(), expected.size()) == 0);
@@ -135,13 +157,17 @@ TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool p
               request.mode = mode;
               REQUIRE(embedder->pool(request, OutputSpan::from_bytes(expected, out).value()));
               for (perf::BagPlan plan : perf::kBagPlans) {
-                for (const auto& [stream, ahead] : {std::pair<bool, std::uint64_t>{false, 0}, {true, 0}, {false, 4096},
-                                                    {true, 8192}}) {
+                for (const auto& [stream, ahead, level] :
+                     {std::tuple<bool, std::uint64_t, PrefetchLevel>{false, 0, PrefetchLevel::kL1},
+                      {true, 0, PrefetchLevel::kL1}, {false, 4096, PrefetchLevel::kL1}, {true, 8192, PrefetchLevel::kL1},
+                      {false, 4096, PrefetchLevel::kL2}, {true, 8192, PrefetchLevel::kL2}}) {
                   const bool streams = stream;  // (clang 14's CAPTURE cannot name a structured binding)
                   const std::uint64_t prefetch_ahead = ahead;
+                  const std::string_view prefetch_level = prefetch_level_name(level);
                   CAPTURE(perf::bag_plan_name(plan));
                   CAPTURE(streams);
                   CAPTURE(prefetch_ahead);
+                  CAPTURE(prefetch_level);
                   // 64-byte aligned, as the Embedder's outputs are (convert_row aligns a stream's head anyway)
                   std::vector<std::byte> got(expected.size() + 64);
                   std::byte* aligned = got.data() + (64 - reinterpret_cast<std::uintptr_t>(got.data()) % 64) % 64;
@@ -158,7 +184,7 @@ TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool p
                   a.mean = mode == PoolingMode::kMean;
                   a.plan = plan;
                   a.scratch = scratch.data();
-                  const auto kernel = perf::roofline_kernels(isa).get_bag(dtype, out);
+                  const auto kernel = perf::roofline_kernels(isa, level).get_bag(dtype, out);
                   REQUIRE((kernel != nullptr));
                   kernel(a, 0, bags / 2);  // in two ranges, as threads split a call
                   kernel(a, bags / 2, bags);

@@ -291,34 +291,43 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
   };
   // Each way of streaming the rows in turn, and the fastest kept on each clock, since none is the
   // fastest everywhere and a roofline is the best one can do: with the rows ahead prefetched at
-  // each of perf::kPrefetchAheadBytes, and for bags of rows wider than the registers each way of
-  // pooling them (perf::BagPlan), which share --seconds between them; each prefetch distance has
-  // that time again (the samples of each way as many as before the distances were added).
+  // each of perf::kPrefetchAheadBytes, into L1 and, where the library has L2 kernels for the ISA,
+  // into L2 (as PrefetchLevel::kL2), and for bags of rows wider than the registers each way of
+  // pooling them (perf::BagPlan), which share --seconds between them; each prefetch distance and
+  // level has that time again (the samples of each way as many as before they were added).
   struct Way {
     perf::BagPlan plan;
     std::uint64_t ahead;
+    PrefetchLevel level;
   };
   const bool plans_differ =
       std::any_of(streams.begin(), streams.end(), [](const auto& s) { return s->bag_plans_differ(); });
+  const bool l2_ways = perf::has_prefetch_l2_roofline(isa);
   std::vector<Way> ways;
   for (perf::BagPlan plan : perf::kBagPlans) {
-    for (std::uint64_t ahead : perf::kPrefetchAheadBytes) ways.push_back({plan, ahead});
+    for (std::uint64_t ahead : perf::kPrefetchAheadBytes) {
+      ways.push_back({plan, ahead, PrefetchLevel::kL1});
+      if (ahead != 0 && l2_ways) ways.push_back({plan, ahead, PrefetchLevel::kL2});  // (no prefetch: one way)
+    }
     if (!plans_differ) break;  // (the first plan stands for all)
   }
   const auto way_name = [&](const Way& w) {
     const std::string prefetch =
-        w.ahead == 0 ? "no software prefetch" : "prefetched " + std::to_string(w.ahead >> 10) + " KiB ahead";
+        w.ahead == 0 ? "no software prefetch"
+                     : "prefetched " + std::to_string(w.ahead >> 10) + " KiB ahead" +
+                           (w.level == PrefetchLevel::kL2 ? " into L2" : "");
     return plans_differ ? std::string(perf::bag_plan_name(w.plan)) + ", " + prefetch : prefetch;
   };
   Samples measured;                 // the way fastest on the wall clock: its samples are reported
   double best_cpu_median = 0.0;     // the fastest way's on the CPU clock (cpu_tokens_per_second)
   Way best = ways.front();
   json way_rates = json::object(), way_cpu_rates = json::object();
-  const double plans_measured = static_cast<double>(ways.size() / std::size(perf::kPrefetchAheadBytes));
+  const double plans_measured = plans_differ ? static_cast<double>(std::size(perf::kBagPlans)) : 1.0;
   for (const Way& way : ways) {
     for (auto& s : streams) {
       s->set_bag_plan(way.plan);
       s->set_prefetch_ahead(way.ahead);
+      s->set_prefetch_level(way.level);
     }
     for (int i = 0; i < 3; ++i) call();
     std::uint64_t per_sample = 1;
@@ -357,6 +366,8 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
     doc["prefetch_ahead_bytes"] = best.ahead;
     doc["prefetch_ahead_tried"] =
         std::vector<std::uint64_t>(std::begin(perf::kPrefetchAheadBytes), std::end(perf::kPrefetchAheadBytes));
+    doc["prefetch_level"] = prefetch_level_name(best.level);  // where the fastest way's prefetches went
+    doc["prefetch_levels_tried"] = l2_ways ? json::array({"l1", "l2"}) : json::array({"l1"});
     doc["ways_tokens_per_second"] = way_rates;
     doc["ways_cpu_tokens_per_second"] = way_cpu_rates;
     if (args.bag) {

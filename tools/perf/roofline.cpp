@@ -13,8 +13,37 @@
 
 namespace embedrt::perf {
 
+bool has_prefetch_l2_roofline(Isa isa) noexcept {
+  switch (isa) {
+#if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx2
+    case Isa::kAvx2: return true;
+#endif
+#if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx512
+    case Isa::kAvx512: return true;
+#endif
+#if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx512bf16
+    case Isa::kAvx512Bf16: return true;
+#endif
+    default: return false;
+  }
+}
+
 // As the library's kernels_for: only the units this build compiled (cmake/KernelIsas.cmake).
-const RooflineKernels& roofline_kernels(Isa isa) noexcept {
+const RooflineKernels& roofline_kernels(Isa isa, PrefetchLevel level) noexcept {
+  if (level == PrefetchLevel::kL2 && has_prefetch_l2_roofline(isa)) {
+    switch (isa) {
+#if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx2
+      case Isa::kAvx2: return avx2_l2_roofline();
+#endif
+#if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx512
+      case Isa::kAvx512: return avx512_l2_roofline();
+#endif
+#if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx512bf16
+      case Isa::kAvx512Bf16: return avx512bf16_l2_roofline();
+#endif
+      default: break;
+    }
+  }
   switch (isa) {
     case Isa::kScalar: return scalar_roofline();
 #if EMBEDRT_BUILT_sse42
@@ -52,6 +81,7 @@ struct Buffer {
 }  // namespace
 
 struct StreamRoofline::Impl {
+  Isa isa;
   StreamCase c;
   StreamRows kernel = nullptr;
   BagRows bag_kernel = nullptr;
@@ -66,6 +96,7 @@ struct StreamRoofline::Impl {
 
 StreamRoofline::StreamRoofline(Isa isa, const StreamCase& c) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
+  m.isa = isa;
   m.c = c;
   if (m.c.stride == 0) m.c.stride = default_row_stride(c.table, c.dim);
   if (m.c.tokens == 0) m.c.tokens = 1;
@@ -149,6 +180,11 @@ void StreamRoofline::call_bags(tbb::task_arena& arena, const RowStream& rows) {
 
 void StreamRoofline::set_bag_plan(BagPlan plan) noexcept { impl_->c.bag_plan = plan; }
 void StreamRoofline::set_prefetch_ahead(std::uint64_t bytes) noexcept { impl_->c.prefetch_ahead = bytes; }
+void StreamRoofline::set_prefetch_level(PrefetchLevel level) noexcept {
+  Impl& m = *impl_;
+  m.kernel = roofline_kernels(m.isa, level).get_stream(m.c.table, m.c.out);  // (same dtypes: never null)
+  m.bag_kernel = roofline_kernels(m.isa, level).get_bag(m.c.table, m.c.out);
+}
 bool StreamRoofline::bag_plans_differ() const noexcept { return impl_->plans_differ; }
 
 std::uint64_t StreamRoofline::table_bytes() const noexcept { return impl_->rows * impl_->c.stride; }

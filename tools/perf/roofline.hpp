@@ -47,6 +47,8 @@ class StreamRoofline {
   void call(tbb::task_arena& arena);
   void set_bag_plan(BagPlan plan) noexcept;
   void set_prefetch_ahead(std::uint64_t bytes) noexcept;
+  // Where those prefetches go: kL2 where has_prefetch_l2_roofline(isa), else (and for kAuto) L1.
+  void set_prefetch_level(PrefetchLevel level) noexcept;
   bool bag_plans_differ() const noexcept;  // bags of rows wider than the registers (bag_register_values)
 
   std::uint64_t table_bytes() const noexcept;   // the table buffer streamed through

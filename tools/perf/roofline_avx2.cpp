@@ -9,9 +9,13 @@
 #include "embedrt/half.hpp"
 #include "roofline_kernels.hpp"
 
+#if EMBEDRT_ROOFLINE_PREFETCH_L2
+namespace embedrt::perf::avx2_l2 {
+#else
 namespace embedrt::perf::avx2 {
+#endif
 
-struct Traits {
+struct Avx2Traits {
   using V = xsimd::batch<float, xsimd::avx2>;
   static constexpr std::uint64_t kWidth = 8;
   static constexpr bool kCanStream = true;
@@ -65,10 +69,21 @@ struct Traits {
   static void prefetch(const std::byte* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 };
 
+#if EMBEDRT_ROOFLINE_PREFETCH_L2
+#include "roofline_prefetch_l2.inl"
+using Traits = PrefetchIntoL2<Avx2Traits>;
+#else
+using Traits = Avx2Traits;
+#endif
+
 #include "roofline_body.inl"
 
-}  // namespace embedrt::perf::avx2
+}  // namespace embedrt::perf::avx2(_l2)
 
 namespace embedrt::perf {
+#if EMBEDRT_ROOFLINE_PREFETCH_L2
+const RooflineKernels& avx2_l2_roofline() { return avx2_l2::kRoofline; }
+#else
 const RooflineKernels& avx2_roofline() { return avx2::kRoofline; }
+#endif
 }  // namespace embedrt::perf

@@ -109,8 +109,15 @@ const RooflineKernels& sse42_roofline();
 const RooflineKernels& avx2_roofline();
 const RooflineKernels& avx512_roofline();
 const RooflineKernels& avx512bf16_roofline();
+// The same units prefetching into L2 (roofline_prefetch_l2.inl), built where the library's L2
+// kernels are (EMBEDRT_PREFETCH_L2_KERNELS).
+const RooflineKernels& avx2_l2_roofline();
+const RooflineKernels& avx512_l2_roofline();
+const RooflineKernels& avx512bf16_l2_roofline();
 
-// The build for `isa` (the one the Embedder under test runs).
-const RooflineKernels& roofline_kernels(Isa isa) noexcept;
+// The build for `isa` (the one the Embedder under test runs) whose software prefetches go to
+// `level` (kL1 or kL2; kAuto is kL1): kL2 only where has_prefetch_l2_roofline(isa), else the L1 build.
+const RooflineKernels& roofline_kernels(Isa isa, PrefetchLevel level = PrefetchLevel::kL1) noexcept;
+bool has_prefetch_l2_roofline(Isa isa) noexcept;
 
 }  // namespace embedrt::perf
