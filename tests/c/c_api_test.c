@@ -18,6 +18,18 @@ static int passed = 0, failed = 0;
 
 static float expected(int id, int position, int j) { return (float)id + (float)j / 8.0f + 100.0f * (float)position; }
 
+/* Whether `embedder` embeds the one sequence `request` (3 ids from position 0, dim 5) as expected(). */
+static int embeds_expected(const embedrt_embedder* embedder, const embedrt_request* request) {
+  float values[3 * 5];
+  memset(values, 0xff, sizeof values); /* NaNs: a value not written fails the comparison */
+  if (embedrt_embed(embedder, request, values, sizeof values, EMBEDRT_OUT_F32, NULL) != EMBEDRT_OK) return 0;
+  const int64_t* ids = (const int64_t*)request->ids;
+  int same = 1;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) same &= values[i * 5 + j] == expected((int)ids[i], i, j);
+  return same;
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) return 2;
   embedrt_error* error = NULL;
@@ -111,14 +123,8 @@ int main(int argc, char** argv) {
           options.cache_bytes = 0;
           CHECK(embedrt_embedder_create_with(model, &options, &chosen, NULL) == EMBEDRT_OK);
           CHECK(strcmp(embedrt_embedder_prefetch_level(chosen, 0), "l1") == 0);
-          float values[3 * 5];
-          memset(values, 0xff, sizeof values); /* NaNs: a value not written fails the comparison */
-          CHECK(embedrt_embed(chosen, &three, values, sizeof values, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
-          int same = 1;
-          for (int i = 0; i < 3; ++i)
-            for (int j = 0; j < 5; ++j) same &= values[i * 5 + j] == expected((int)few[i], i, j);
-          CHECK(same);
-          const char* isa = embedrt_embedder_isa(chosen);
+          CHECK(embeds_expected(chosen, &three));
+          const char* isa = embedrt_embedder_isa(chosen); /* static storage: it outlives the embedder */
           embedrt_embedder_free(chosen);
           if (level == EMBEDRT_PREFETCH_AUTO) continue; /* from memory, auto is the machine's calibration */
           options.cache_bytes = 1; /* every table larger than half the cache: rows from memory */
@@ -128,12 +134,7 @@ int main(int argc, char** argv) {
                                                                     strcmp(isa, "avx512bf16") == 0);
           const char* used = level == EMBEDRT_PREFETCH_L2 && has_l2_kernels ? "l2" : "l1";
           CHECK(strcmp(embedrt_embedder_prefetch_level(chosen, 0), used) == 0);
-          memset(values, 0xff, sizeof values);
-          CHECK(embedrt_embed(chosen, &three, values, sizeof values, EMBEDRT_OUT_F32, NULL) == EMBEDRT_OK);
-          same = 1;
-          for (int i = 0; i < 3; ++i)
-            for (int j = 0; j < 5; ++j) same &= values[i * 5 + j] == expected((int)few[i], i, j);
-          CHECK(same);
+          CHECK(embeds_expected(chosen, &three));
           embedrt_embedder_free(chosen);
         }
       }
