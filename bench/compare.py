@@ -1180,6 +1180,8 @@ def main():
                 "touched_vs_llc": touched / LLC, "regime": regime(touched, emb["sizes"]["output_bytes_total"]),
                 "sizes": emb["sizes"], "roofline_sizes": roof["sizes"],
                 "nontemporal_roofline": roof["nontemporal"], "isa": emb["isa"],
+                "roofline_way": roof.get("way"),  # the fastest way of the last round's roofline
+                "roofline_prefetch_level": roof.get("prefetch_level"),
                 "prefetch_level_used": emb.get("prefetch_level_used"),
                 "bytes_per_token": emb.get("bytes_per_token"), "roofline_bytes_per_token": roof.get("bytes_per_token"),
                 "medians": {k: summary(k, v) for k, v in samples[c.key].items()}, "samples": samples[c.key]})
