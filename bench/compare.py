@@ -1180,7 +1180,9 @@ def main():
                 "touched_vs_llc": touched / LLC, "regime": regime(touched, emb["sizes"]["output_bytes_total"]),
                 "sizes": emb["sizes"], "roofline_sizes": roof["sizes"],
                 "nontemporal_roofline": roof["nontemporal"], "isa": emb["isa"],
-                "roofline_way": roof.get("way"),  # the fastest way of the last round's roofline
+                # the way fastest on the wall clock in the last round's roofline (under --clock cpu
+                # the figure is the best CPU median of all ways and rounds: it may be another's)
+                "roofline_way": roof.get("way"),
                 "roofline_prefetch_level": roof.get("prefetch_level"),
                 "prefetch_level_used": emb.get("prefetch_level_used"),
                 "bytes_per_token": emb.get("bytes_per_token"), "roofline_bytes_per_token": roof.get("bytes_per_token"),

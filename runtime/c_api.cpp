@@ -188,6 +188,12 @@ embedrt_status embedrt_embedder_create_with(const embedrt_model* model, const em
                         " is not EMBEDRT_NONTEMPORAL_AUTO, _ALWAYS or _NEVER");
     }
     if (o.cache_bytes != 0) options.cache_bytes = o.cache_bytes;
+    for (const uint64_t r : o.reserved) {
+      if (r != 0) {
+        return fail(error, EMBEDRT_INVALID_ARGUMENT,
+                    "embedrt_embedder_options.reserved must be zero (an option this library does not know)");
+      }
+    }
     auto created = embedrt::Embedder::create(model->model, options);
     if (!created) return fail(error, created.error());
     *embedder = new embedrt_embedder{std::move(*created)};

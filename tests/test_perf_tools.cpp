@@ -45,8 +45,6 @@ std::vector<std::byte> embedded(const Model& model, Isa isa, OutputDType out, st
   return bytes;
 }
 
-}  // namespace
-
 // Every prefetch distance the roofline tries, into L1 and into L2.
 std::vector<std::pair<std::uint64_t, PrefetchLevel>> prefetch_ways() {
   std::vector<std::pair<std::uint64_t, PrefetchLevel>> ways;
@@ -55,6 +53,8 @@ std::vector<std::pair<std::uint64_t, PrefetchLevel>> prefetch_ways() {
   }
   return ways;
 }
+
+}  // namespace
 
 TEST_CASE("roofline units that prefetch into L2: beside the L1 ones where the library has L2 kernels") {
   for (Isa isa : supported_isas()) {

@@ -127,6 +127,9 @@ typedef struct embedrt_embedder_options {
   int prefetch_level;   /* an embedrt_prefetch_level value */
   int nontemporal;      /* an embedrt_nontemporal value */
   uint64_t cache_bytes; /* the last-level cache the memory choices assume; 0: the one detected */
+  /* Zero. Later options take these, so that the struct keeps its size and a caller built against
+   * this header keeps working; a library that does not know an option refuses it set. */
+  uint64_t reserved[4];
 } embedrt_embedder_options;
 /* `options` NULL: the defaults. */
 embedrt_status embedrt_embedder_create_with(const embedrt_model* model, const embedrt_embedder_options* options,

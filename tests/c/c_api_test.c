@@ -97,6 +97,13 @@ int main(int argc, char** argv) {
     embedrt_error_free(error);
     error = NULL;
     options.nontemporal = EMBEDRT_NONTEMPORAL_AUTO;
+    options.reserved[3] = 1; /* an option of a later version */
+    CHECK(embedrt_embedder_create_with(model, &options, &chosen, &error) == EMBEDRT_INVALID_ARGUMENT);
+    CHECK(error != NULL && strstr(embedrt_error_message(error), "reserved must be zero") != NULL);
+    CHECK(chosen == NULL);
+    embedrt_error_free(error);
+    error = NULL;
+    options.reserved[3] = 0;
     options.isa = "avx9";
     CHECK(embedrt_embedder_create_with(model, &options, &chosen, NULL) == EMBEDRT_INVALID_ARGUMENT);
     CHECK(embedrt_embedder_create_with(NULL, NULL, &chosen, NULL) == EMBEDRT_INVALID_ARGUMENT);

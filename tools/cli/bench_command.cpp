@@ -366,7 +366,8 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
     doc["prefetch_ahead_bytes"] = best.ahead;
     doc["prefetch_ahead_tried"] =
         std::vector<std::uint64_t>(std::begin(perf::kPrefetchAheadBytes), std::end(perf::kPrefetchAheadBytes));
-    doc["prefetch_level"] = prefetch_level_name(best.level);  // where the fastest way's prefetches went
+    // where the fastest way's prefetches went ("none": it issued none)
+    doc["prefetch_level"] = best.ahead == 0 ? std::string_view("none") : prefetch_level_name(best.level);
     doc["prefetch_levels_tried"] = l2_ways ? json::array({"l1", "l2"}) : json::array({"l1"});
     doc["ways_tokens_per_second"] = way_rates;
     doc["ways_cpu_tokens_per_second"] = way_cpu_rates;
@@ -876,7 +877,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default 0: every core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--out-dtype", args->out_dtype, "f32, bf16 or f16");
   cmd->add_option("--isa", args->isa, "force a kernel: " + known_list());
-  cmd->add_option("--seconds", args->seconds, "how long to measure (default 2; --roofline: that once per prefetch distance it tries, 3 times)")->check(CLI::Range(0.01, 3600.0));
+  cmd->add_option("--seconds", args->seconds, "how long to measure (default 2; --roofline: that once per way it tries: no prefetch, then 4 and 8 KiB ahead into L1 and, where the ISA has L2 kernels, into L2)")->check(CLI::Range(0.01, 3600.0));
   cmd->add_flag("--json", args->json, "print one JSON object");
   add_nontemporal_option(cmd, args->nontemporal);
   add_prefetch_level_option(cmd, args->prefetch_level);
