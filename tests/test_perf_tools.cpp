@@ -84,8 +84,9 @@ TEST_CASE("roofline streams: the Embedder's bytes for rows 0..n-1, every ISA, dt
             CAPTURE(stream);
             const auto expected = embedded(model, isa, out, ids, stream);
             // Prefetching the rows ahead (past the table's end, near it), into L1 or L2, changes no value.
-            for (const auto& [ahead_bytes, level] : prefetch_ways()) {
-              const std::uint64_t ahead = ahead_bytes;
+            for (const auto& way : prefetch_ways()) {  // (clang 14's CAPTURE cannot name a structured binding)
+              const std::uint64_t ahead = way.first;
+              const PrefetchLevel level = way.second;
               CAPTURE(ahead);
               CAPTURE(prefetch_level_name(level));
               std::vector<std::byte> got(expected.size() + 64);
