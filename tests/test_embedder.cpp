@@ -474,6 +474,12 @@ TEST_CASE("prefetch level: resolved per output at create from the level asked, t
   }
   CHECK(nontemporal_name(NonTemporal::kAlways) == "always");
   CHECK_FALSE(parse_nontemporal("sometimes"));
+  // kAuto streams an output larger than half the cache; the others say what they mean.
+  constexpr std::uint64_t kLlc = 32u << 20;
+  CHECK_FALSE(streams_output(NonTemporal::kAuto, kLlc / 2, kLlc));
+  CHECK(streams_output(NonTemporal::kAuto, kLlc / 2 + 1, kLlc));
+  CHECK(streams_output(NonTemporal::kAlways, 64, kLlc));
+  CHECK_FALSE(streams_output(NonTemporal::kNever, 4 * kLlc, kLlc));
 }
 
 // (Not run under qemu's Nehalem: tests/CMakeLists.txt.)

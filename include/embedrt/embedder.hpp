@@ -159,6 +159,9 @@ enum class NonTemporal {
 
 std::string_view nontemporal_name(NonTemporal mode) noexcept;  // "auto", "always", "never"
 std::optional<NonTemporal> parse_nontemporal(std::string_view name) noexcept;
+// Whether a call that writes `output_bytes` streams them under `mode`, given a last-level cache of
+// `llc_bytes`: the rule the Embedder applies (and the benchmark's roofline with it).
+bool streams_output(NonTemporal mode, std::uint64_t output_bytes, std::uint64_t llc_bytes) noexcept;
 
 // Where the kernels' software prefetches bring the rows of a table larger than half the
 // last-level cache (rows that come from memory), in a gather and in bags alike. The rows of a
@@ -210,7 +213,11 @@ class Embedder {
   static Result<Embedder> create(Model model, const EmbedderOptions& options = {});
 
   // The primary output (output 0) of every token.
-  Status embed(const EmbedRequest& request, OutputSpan out) const;
+  // (Inline: passed on through an out-of-line call, the span cost a decode call a stalled reload.)
+  Status embed(const EmbedRequest& request, OutputSpan out) const {
+    const OutputTarget target{0, out};
+    return embed(request, std::span(&target, 1));
+  }
   // Several outputs of the same tokens, each into its own span (each output at most once).
   Status embed(const EmbedRequest& request, std::span<const OutputTarget> outputs) const;
 

@@ -206,15 +206,6 @@ void drop_from_page_cache(const std::string& path) {
   ::close(fd);
 }
 
-bool use_nontemporal(NonTemporal mode, std::uint64_t out_bytes, std::uint64_t llc) {
-  switch (mode) {
-    case NonTemporal::kAlways: return true;
-    case NonTemporal::kNever: return false;
-    case NonTemporal::kAuto: break;
-  }
-  return out_bytes > llc / 2;  // the Embedder's own rule (NonTemporal::kAuto)
-}
-
 bool model_is_synthetic(const BenchArgs& args) { return !args.synthetic.empty() || !args.gemma3n.empty(); }
 
 Result<perf::SyntheticSpec> synthetic_spec(const BenchArgs& args) {
@@ -276,7 +267,7 @@ int run_roofline(const BenchArgs& args, const std::vector<StreamTable>& tables, 
     c.bag = std::max<std::uint64_t>(1, args.bag);
     c.mean = args.pooling == "mean";
     const std::uint64_t out_bytes = tokens / c.bag * t.dim * output_element_bytes(out);
-    c.stream = use_nontemporal(args.nontemporal, out_bytes, llc.bytes);
+    c.stream = streams_output(args.nontemporal, out_bytes, llc.bytes);  // as the Embedder
     nontemporal = nontemporal || c.stream;
     streams.push_back(std::make_unique<perf::StreamRoofline>(isa, c));
     const perf::StreamRoofline& r = *streams.back();
