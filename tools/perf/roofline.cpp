@@ -13,36 +13,33 @@
 
 namespace embedrt::perf {
 
-bool has_prefetch_l2_roofline(Isa isa) noexcept {
+namespace {
+
+// The units that prefetch into L2, where this build compiled them (as the library's L2 kernels);
+// nullptr for any other ISA.
+const RooflineKernels* prefetch_l2_roofline(Isa isa) noexcept {
   switch (isa) {
 #if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx2
-    case Isa::kAvx2: return true;
+    case Isa::kAvx2: return &avx2_l2_roofline();
 #endif
 #if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx512
-    case Isa::kAvx512: return true;
+    case Isa::kAvx512: return &avx512_l2_roofline();
 #endif
 #if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx512bf16
-    case Isa::kAvx512Bf16: return true;
+    case Isa::kAvx512Bf16: return &avx512bf16_l2_roofline();
 #endif
-    default: return false;
+    default: return nullptr;
   }
 }
 
+}  // namespace
+
+bool has_prefetch_l2_roofline(Isa isa) noexcept { return prefetch_l2_roofline(isa) != nullptr; }
+
 // As the library's kernels_for: only the units this build compiled (cmake/KernelIsas.cmake).
 const RooflineKernels& roofline_kernels(Isa isa, PrefetchLevel level) noexcept {
-  if (level == PrefetchLevel::kL2 && has_prefetch_l2_roofline(isa)) {
-    switch (isa) {
-#if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx2
-      case Isa::kAvx2: return avx2_l2_roofline();
-#endif
-#if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx512
-      case Isa::kAvx512: return avx512_l2_roofline();
-#endif
-#if EMBEDRT_PREFETCH_L2_KERNELS && EMBEDRT_BUILT_avx512bf16
-      case Isa::kAvx512Bf16: return avx512bf16_l2_roofline();
-#endif
-      default: break;
-    }
+  if (level == PrefetchLevel::kL2) {
+    if (const RooflineKernels* l2 = prefetch_l2_roofline(isa)) return *l2;
   }
   switch (isa) {
     case Isa::kScalar: return scalar_roofline();
