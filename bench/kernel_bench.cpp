@@ -142,7 +142,8 @@ void BM_Roofline(benchmark::State& state, Case c) {
   s.dim = c.spec.dim;
   s.tokens = c.batch * c.seq;
   s.min_table_bytes = 4 * llc().bytes;
-  s.stream = s.tokens * c.spec.dim * embedrt::output_element_bytes(c.out) > llc().bytes / 2;  // the Embedder's rule
+  s.stream = embedrt::streams_output(embedrt::NonTemporal::kAuto, s.tokens * c.spec.dim * embedrt::output_element_bytes(c.out),
+                                     llc().bytes);  // as the Embedder
   embedrt::perf::StreamRoofline roofline(embedrt::default_isa().value(), s);
   for (auto _ : state) roofline.call(arena);
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(s.tokens), benchmark::Counter::kIsIterationInvariantRate);

@@ -399,7 +399,7 @@ bool embeds_position_major(const kernels::KernelArgs& a) {
 
 }  // namespace
 
-bool streams_output(NonTemporal mode, std::uint64_t out_bytes, std::uint64_t llc_bytes) noexcept {
+bool streams_output(NonTemporal mode, std::uint64_t output_bytes, std::uint64_t llc_bytes) noexcept {
   switch (mode) {
     case NonTemporal::kAlways: return true;
     case NonTemporal::kNever: return false;
@@ -408,7 +408,7 @@ bool streams_output(NonTemporal mode, std::uint64_t out_bytes, std::uint64_t llc
     // finds it in cache), the two tie around 12-24 MiB, streaming wins from ~half the LLC up.
     case NonTemporal::kAuto: break;
   }
-  return out_bytes > llc_bytes / 2;
+  return output_bytes > llc_bytes / 2;
 }
 
 namespace {
@@ -577,19 +577,19 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
                                                           std::to_string(outputs.size()) + " outputs", "output");
   }
   const OutputInfo& o = outputs[output];
-  const std::string prefix = output_prefix(o, outputs.size() > 1);
+  const bool several_outputs = outputs.size() > 1;
   if (o.position != nullptr || o.segment != nullptr || o.norm_weight != nullptr) {
-    return Error(ErrorCode::kUnsupported, prefix + "pooling applies to a token table alone; this output adds " +
+    return Error(ErrorCode::kUnsupported, output_prefix(o, several_outputs) + "pooling applies to a token table alone; this output adds " +
                                               (o.position ? "positions" : o.segment ? "segments" : "a LayerNorm") +
                                               " to each token", {.field = "output"});
   }
   const PoolingMode mode = r.mode.value_or(o.rules->pooling);
   if (mode == PoolingMode::kNone) {
     return request_error(ErrorCode::kInvalidArgument,
-                         prefix + "no pooling `mode` was given and the model sets none (pooling.mode)", "mode");
+                         output_prefix(o, several_outputs) + "no pooling `mode` was given and the model sets none (pooling.mode)", "mode");
   }
   if (mode == PoolingMode::kMax && (!r.weights.empty() || o.pooling_weights != nullptr)) {
-    return request_error(ErrorCode::kInvalidArgument, prefix + "weights pool with mode sum or mean, not max", "weights");
+    return request_error(ErrorCode::kInvalidArgument, output_prefix(o, several_outputs) + "weights pool with mode sum or mean, not max", "weights");
   }
   if (output_element_bytes(out.dtype()) == 0) {
     return Error(ErrorCode::kInvalidArgument, "output dtype value " + std::to_string(static_cast<int>(out.dtype())) +
@@ -615,8 +615,9 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
     length = n / bags;
   }
   const std::uint64_t dim = o.dim();
-  if (out.size() / dim != bags || out.size() % dim != 0) {
-    return request_error(ErrorCode::kInvalidArgument, prefix + "output has " + std::to_string(out.size()) +
+  std::uint64_t expected = 0;
+  if (__builtin_mul_overflow(bags, dim, &expected) || out.size() != expected) {
+    return request_error(ErrorCode::kInvalidArgument, output_prefix(o, several_outputs) + "output has " + std::to_string(out.size()) +
                                                           " elements, expected " + std::to_string(bags) + " bags x dim " +
                                                           std::to_string(dim), "output");
   }
@@ -641,12 +642,12 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
       if (id < 0 || static_cast<std::uint64_t>(id) >= vocab) {
         const std::uint64_t first = length != 0 ? b * length : r.offsets[b];
         Error e = out_of_range(b, i - first, "id", id, vocab, "ids", "bag");
-        return Error(e.code(), prefix + e.message(), e.context());
+        return Error(e.code(), output_prefix(o, several_outputs) + e.message(), e.context());
       }
     }
   }
 
-  if (Status s = check_mapped_rows(o, r.ids, model_.file().path(), outputs.size() > 1); !s) return s;
+  if (Status s = check_mapped_rows(o, r.ids, model_.file().path(), several_outputs); !s) return s;
 
   kernels::PoolArgs a;
   a.token = o.token->bytes.data();
