@@ -673,6 +673,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   a.bags = bags;
   a.out = out.data();
   a.nontemporal = streams_output(options_.nontemporal, out.size() * output_element_bytes(out.dtype()), llc_bytes_);
+  a.token_rows_from_memory = token_rows_from_memory(o.token->bytes.size(), llc_bytes_);
   const bool into_l2 = prefetch_level(output) == PrefetchLevel::kL2;
   const kernels::BagKernel kernel = kernels_for(isa_, into_l2).get_bag(o.token->dtype, out.dtype());
   // Work is reading rows: run small requests inline, larger ones in chunks of about 128 KiB of rows.

@@ -14,7 +14,8 @@
 // and 16-bit and int8 rows of at most kChunkFloats values with AVX-512, are pooled a block of
 // registers at a time, a pass over the rows per block, each pass prefetching its own columns of
 // the rows ahead; of a bag of more than 12 ids, 12 rows at a time when a block is at most 6 lines of
-// a row (pool_block_passes).
+// a row (pool_block_passes). So are AVX-512 16-bit rows of 13-24 vectors from a table in memory,
+// in blocks of 12 vectors, though 16 would fit the registers (memory_block_passes).
 // Quantized rows of at most 5 lines that pool_rows pools (AVX-512 int4 dims 272-632; the scalar
 // build) are copied into L1 first, 16 ids at a time (RowStage, in kernel_body.inl).
 // Either way each element takes the rows in the order of the ids, so it sees exactly the
@@ -60,6 +61,7 @@ struct RowPrefetch {
   std::uint64_t ahead_end = 0;  // the first id past the call (PoolArgs::bags): no row ahead past it
   bool block_passes = false;    // the rows are pooled in block passes, each prefetching its own columns
   bool interleaved = false;     // a row fits the registers: pool_block prefetches the row ahead line by line
+  std::uint64_t block_vectors = 0;  // the width of a block pass (block_pass_vectors), when block_passes
 };
 
 // How a bag's ids become rows and how the rows combine, fixed for the whole call: the gather's
@@ -618,14 +620,42 @@ template <DType TD, IdPath P>
 constexpr std::uint64_t kWideBlockPassVectors =
     Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16) ? (P != IdPath::kGeneral ? 30 : 28)
                                                                       : kBlockPassVectors<TD>;
-// The vectors of a block for rows of `vectors` vectors.
-template <DType TD, IdPath P>
-constexpr std::uint64_t block_pass_vectors(std::uint64_t vectors) {
-  return vectors > 2 * kBlockPassVectors<TD> ? kWideBlockPassVectors<TD, P> : kBlockPassVectors<TD>;
-}
 constexpr std::uint64_t kTiledBlockBytes = 6 * 64;
 template <DType TD, std::uint64_t kBlock = kBlockPassVectors<TD>>
 constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlock * Traits::kWidth) <= kTiledBlockBytes;
+
+// AVX-512 16-bit rows of 13 to 24 vectors (dims 208-384, 416-768 bytes) from a table larger than
+// half the LLC (PoolArgs::token_rows_from_memory) go in block passes of 12 vectors (6 lines) over
+// tiles of 12 rows, as int8 rows of that size do, where they would be pooled in registers in one
+// pass (up to 16 vectors) or in untiled blocks of 16. One core keeps more of such rows in flight
+// so: f16 256 rows pooled about 144 M lines a second where f32 256 and int8 256 pooled 210-275 M,
+// and embedrt_random_rows_probe reads 26 M such rows a second into L2 against the 18-19 M rows
+// the registers pooled. Measured (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, one output
+// buffer, 5 rounds, against the kernel before): f16 256 bags of 8 / 32 / 128 1.10x / 1.19x / 1.26x,
+// mean + normalize 1.13x, bf16 256 1.17x, f16 224 1.10x, f16 320 1.11x, f16 384 1.13x. Two cores
+// read these rows as fast as this host's memory gives them either way (about 40 M rows of 512 bytes
+// a second), and there the narrower passes lose a little (2 threads, wall clock, 7 rounds): f16 256
+// bags of 8 / 32 / 128 0.970x / 0.975x / 0.997x, bf16 256 0.979x. Tables in the LLC keep the
+// registers: model2vec's size (29525 x 256 f16, mean + normalize) bags of 32 pooled 0.88x so.
+// Tried and not kept: the first pass prefetching the whole row ahead (later passes none) gained
+// less with 1 thread (1.02-1.14x) and lost as much with 2; the registers' row ahead 24 or 32 rows
+// ahead instead of 16: 0.96-1.02x.
+constexpr std::uint64_t kMemoryBlockPassVectors = 12;
+template <DType TD>
+constexpr bool kHasMemoryBlockPasses = Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16);
+static_assert(kTilesBlockPasses<DType::kF16, kMemoryBlockPassVectors>);
+template <DType TD>
+inline bool memory_block_passes(const PoolArgs& a, std::uint64_t row_vectors) noexcept {
+  return kHasMemoryBlockPasses<TD> && a.token_rows_from_memory && row_vectors > kMemoryBlockPassVectors &&
+         row_vectors <= 2 * kMemoryBlockPassVectors;
+}
+
+// The vectors of a block for rows of `vectors` vectors.
+template <DType TD, IdPath P>
+constexpr std::uint64_t block_pass_vectors(std::uint64_t vectors, bool memory_blocks) {
+  if (memory_blocks) return kMemoryBlockPassVectors;
+  return vectors > 2 * kBlockPassVectors<TD> ? kWideBlockPassVectors<TD, P> : kBlockPassVectors<TD>;
+}
 // Such a row is one chunk (int4 holds 2 codes a byte; AVX-512 asks for at most kChunkFloats values),
 // so only the first chunk's pass prefetches.
 static_assert(2 * kBlockPassRowBytes <= kChunkFloats);
@@ -637,9 +667,8 @@ constexpr bool kPoolsInBlockPasses = ((Traits::kWidth == 4 || Traits::kWidth == 
 // The block passes' prefetch plan, for the range's first rows: the first block's lines, or the
 // row's where it is shorter than a block (AVX-512 int8 dims 272-312: 5 lines with the scale and
 // bias, where a block is 6).
-template <DType TD, IdPath P>
-constexpr PrefetchPlan block_pass_plan(std::uint64_t table_row_bytes, std::uint64_t row_vectors) {
-  const std::uint64_t block_vectors = block_pass_vectors<TD, P>(row_vectors);
+template <DType TD>
+constexpr PrefetchPlan block_pass_plan(std::uint64_t table_row_bytes, std::uint64_t block_vectors) {
   const std::uint64_t block_bytes = whole_lines(table_bytes<TD>(block_vectors * Traits::kWidth));
   const std::uint64_t row_bytes = whole_lines(table_row_bytes);
   return {kBlockPassDistance, block_bytes < row_bytes ? block_bytes : row_bytes};
@@ -670,7 +699,12 @@ inline void pool_block_passes_of(const Bag<TD, P>& bag, std::uint64_t j, std::ui
 template <DType TD, IdPath P>
 inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out,
                               bool first_pass) {
-  if (block_pass_vectors<TD, P>(vectors) != kBlockPassVectors<TD>) {
+  if constexpr (kHasMemoryBlockPasses<TD>) {
+    if (bag.ahead.block_vectors == kMemoryBlockPassVectors) {
+      return pool_block_passes_of<kMemoryBlockPassVectors>(bag, j, vectors, out, first_pass);
+    }
+  }
+  if (bag.ahead.block_vectors != kBlockPassVectors<TD>) {
     return pool_block_passes_of<kWideBlockPassVectors<TD, P>>(bag, j, vectors, out, first_pass);
   }
   pool_block_passes_of<kBlockPassVectors<TD>>(bag, j, vectors, out, first_pass);
@@ -682,12 +716,10 @@ template <DType TD, IdPath P>
 inline void pool_chunk(const Bag<TD, P>& bag, std::uint64_t c, std::uint64_t count, float* chunk, bool first_pass) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t whole = count / W * W;
-  if (whole / W > kRegisterVectors<TD>) {
-    if (kPoolsInBlockPasses<TD> && bag.ahead.block_passes) {  // (folded away where never)
-      pool_block_passes(bag, c, whole / W, chunk, first_pass);
-    } else {
-      pool_rows(bag, c, whole / W, chunk, first_pass);
-    }
+  if (kPoolsInBlockPasses<TD> && bag.ahead.block_passes) {  // (folded away where never; the row is this chunk)
+    pool_block_passes(bag, c, whole / W, chunk, first_pass);
+  } else if (whole / W > kRegisterVectors<TD>) {
+    pool_rows(bag, c, whole / W, chunk, first_pass);
   } else if (whole > 0 && first_pass && bag.ahead.interleaved) {  // the whole row (c == 0), read the first time
     pool_block_of<true>(bag, c, whole / W, chunk, first_pass, whole_bag(bag),
                         std::make_index_sequence<kRegisterVectors<TD>>());
@@ -855,22 +887,26 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   constexpr std::uint64_t W = Traits::kWidth;
   const std::uint64_t dim = a.dim;
   const std::uint64_t table_row_bytes = a.row_bytes;  // computed by the caller, as the gather's
-  // Decided once for the call: such rows are one chunk of more than kRegisterVectors vectors.
+  // Decided once for the call: such rows are one chunk of more vectors than the registers pool
+  // (kRegisterVectors, or kMemoryBlockPassVectors for memory_block_passes' rows).
+  const bool memory_blocks = memory_block_passes<TD>(a, dim / W);
+  const std::uint64_t register_vectors = memory_blocks ? kMemoryBlockPassVectors : kRegisterVectors<TD>;
   const bool block_passes =
       kPoolsInBlockPasses<TD> && (W == 16 ? dim <= kChunkFloats : table_row_bytes <= kBlockPassRowBytes) &&
-      dim / W > kRegisterVectors<TD>;
+      dim / W > register_vectors;
   // A plain request into an f32 output without normalization, of rows of whole vectors that fit in
   // the registers, goes to pool_bags_in_registers.
   constexpr bool kPoolInPlace = OD == OutputDType::kF32;
   const bool in_registers = kPoolInPlace && P != IdPath::kGeneral && !a.normalize && dim % W == 0 &&
-                            dim / W <= kRegisterVectors<TD>;
+                            dim / W <= register_vectors;
   // (in_registers rows are such rows: pool_bags_in_registers asks the same at compile time)
-  const bool interleaved = dim / W <= kRegisterVectors<TD> && interleaves_prefetch<TD>(dim / W * W);
+  const bool interleaved = dim / W <= register_vectors && interleaves_prefetch<TD>(dim / W * W);
+  const std::uint64_t block_vectors = block_passes ? block_pass_vectors<TD, P>(dim / W, memory_blocks) : 0;
   const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes)
-                            : block_passes ? block_pass_plan<TD, P>(table_row_bytes, dim / W)
+                            : block_passes ? block_pass_plan<TD>(table_row_bytes, block_vectors)
                                            : bag_prefetch_plan<TD>(table_row_bytes);
   const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), first_id_of(a, a.bags > end ? a.bags : end),
-                          block_passes, interleaved};
+                          block_passes, interleaved, block_vectors};
   // The first rows of the range, before the first pass reaches them (later rows are prefetched
   // `ahead.distance` ids ahead of it, past the range's end: PoolArgs::bags). Where the range follows
   // its thread's last, they are on their way already and these prefetches find them.
