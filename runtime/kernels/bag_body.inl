@@ -637,6 +637,11 @@ constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlock * Traits::kWidth) <= k
 // a second), and there the narrower passes lose a little (2 threads, wall clock, 7 rounds): f16 256
 // bags of 8 / 32 / 128 0.970x / 0.975x / 0.997x, bf16 256 0.979x. Tables in the LLC keep the
 // registers: model2vec's size (29525 x 256 f16, mean + normalize) bags of 32 pooled 0.88x so.
+// Again as landed, against 858ae17 (copies of both binaries; 2 threads by wall clock): 1 thread f16
+// 256 bags of 8 / 32 / 128 1.135x / 1.188x / 1.242x, bf16 320 1.096x, controls f16 768 1.001x, f32
+// 256 0.983x; 2 threads bags of 8 1.085x, bf16 320 1.119x, bags of 32 / 128 0.89-1.25x by round:
+// the kernel before ran at either ~37 M or ~52 M ids a second as the host's other load came and
+// went, these passes at 43-51 M either way. The model2vec size, 2 threads: 1.000x.
 // Tried and not kept: the first pass prefetching the whole row ahead (later passes none) gained
 // less with 1 thread (1.02-1.14x) and lost as much with 2; the registers' row ahead 24 or 32 rows
 // ahead instead of 16: 0.96-1.02x.
