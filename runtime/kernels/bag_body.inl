@@ -616,10 +616,12 @@ constexpr std::uint64_t kBlockPassVectors = Traits::kWidth == 16 ? (TD == DType:
 // LLC, 5 rounds, weighted sums, two runs): f16 768 bags of 8 / 32 / 128 1.05x / 1.10-1.18x /
 // 1.06-1.08x, mean + normalize 1.10x, f16 1024 1.11-1.12x, bf16 768 1.09x. Blocks of 24 (no stack
 // accesses, where 28 has 18) gained less: 1.04x / 1.05x / 1.05x, f16 1024 1.10x.
+// AVX-512 over 16-bit (f16 or bf16) rows: the wide blocks below and memory_block_passes are theirs.
+template <DType TD>
+constexpr bool kHalfRowsIn512 = Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16);
 template <DType TD, IdPath P>
 constexpr std::uint64_t kWideBlockPassVectors =
-    Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16) ? (P != IdPath::kGeneral ? 30 : 28)
-                                                                      : kBlockPassVectors<TD>;
+    kHalfRowsIn512<TD> ? (P != IdPath::kGeneral ? 30 : 28) : kBlockPassVectors<TD>;
 constexpr std::uint64_t kTiledBlockBytes = 6 * 64;
 template <DType TD, std::uint64_t kBlock = kBlockPassVectors<TD>>
 constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlock * Traits::kWidth) <= kTiledBlockBytes;
@@ -646,12 +648,10 @@ constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlock * Traits::kWidth) <= k
 // less with 1 thread (1.02-1.14x) and lost as much with 2; the registers' row ahead 24 or 32 rows
 // ahead instead of 16: 0.96-1.02x.
 constexpr std::uint64_t kMemoryBlockPassVectors = 12;
-template <DType TD>
-constexpr bool kHasMemoryBlockPasses = Traits::kWidth == 16 && (TD == DType::kF16 || TD == DType::kBF16);
 static_assert(kTilesBlockPasses<DType::kF16, kMemoryBlockPassVectors>);
 template <DType TD>
 inline bool memory_block_passes(const PoolArgs& a, std::uint64_t row_vectors) noexcept {
-  return kHasMemoryBlockPasses<TD> && a.token_rows_from_memory && row_vectors > kMemoryBlockPassVectors &&
+  return kHalfRowsIn512<TD> && a.token_rows_from_memory && row_vectors > kMemoryBlockPassVectors &&
          row_vectors <= 2 * kMemoryBlockPassVectors;
 }
 
@@ -704,7 +704,7 @@ inline void pool_block_passes_of(const Bag<TD, P>& bag, std::uint64_t j, std::ui
 template <DType TD, IdPath P>
 inline void pool_block_passes(const Bag<TD, P>& bag, std::uint64_t j, std::uint64_t vectors, float* out,
                               bool first_pass) {
-  if constexpr (kHasMemoryBlockPasses<TD>) {
+  if constexpr (kHalfRowsIn512<TD>) {
     if (bag.ahead.block_vectors == kMemoryBlockPassVectors) {
       return pool_block_passes_of<kMemoryBlockPassVectors>(bag, j, vectors, out, first_pass);
     }
