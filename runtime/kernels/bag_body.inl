@@ -657,7 +657,7 @@ inline bool memory_block_passes(const PoolArgs& a, std::uint64_t row_vectors) no
 // Such rows in bags shorter than two tiles on the average (fewer than 24 ids) are prefetched 24 ids
 // ahead rather than 12: there a bag's two passes end before the rows 12 ids ahead have arrived.
 // Measured (bench/ab.py, Zen 5, tables 3.9x the LLC, one output buffer, 5 rounds, the distance from
-// an environment knob in one build, 1 thread): 24 against 12, f16 256 bags of 8 1.057x, of 12
+// an environment knob in a throwaway build, 1 thread): 24 against 12, f16 256 bags of 8 1.057x, of 12
 // 1.031x, of 16 1.026x, bags of 8 mean + normalize 1.030x, bf16 320 bags of 8 1.069x (2 threads,
 // wall clock, 7 rounds: f16 256 bags of 8 1.045x, bf16 320 1.056x); bags of 4 1.017x, with mean +
 // normalize 0.976x (IQR 0.90-1.00); longer bags lose with it, f16 256 bags of 32 / 128 0.991x-1.021x
@@ -684,12 +684,13 @@ template <DType TD>
 constexpr bool kPoolsInBlockPasses = ((Traits::kWidth == 4 || Traits::kWidth == 8) && TD != DType::kF32) ||
                                       (Traits::kWidth == 16 && TD != DType::kF32 && TD != DType::kInt4Rowwise);
 
-// The block passes' prefetch plan, for the range's first rows: the first block's lines, or the
+// The block passes' prefetch plan, `distance` ids ahead (kBlockPassDistance, or for memory block
+// passes memory_block_distance's), for the range's first rows: the first block's lines, or the
 // row's where it is shorter than a block (AVX-512 int8 dims 272-312: 5 lines with the scale and
 // bias, where a block is 6).
 template <DType TD>
 constexpr PrefetchPlan block_pass_plan(std::uint64_t table_row_bytes, std::uint64_t block_vectors,
-                                       std::uint64_t distance = kBlockPassDistance) {
+                                       std::uint64_t distance) {
   const std::uint64_t block_bytes = whole_lines(table_bytes<TD>(block_vectors * Traits::kWidth));
   const std::uint64_t row_bytes = whole_lines(table_row_bytes);
   return {distance, block_bytes < row_bytes ? block_bytes : row_bytes};
