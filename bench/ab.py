@@ -18,7 +18,8 @@ lay, not the code.
 
 A case is "NAME: ARGS" (ARGS as `embedrt bench` takes them; --synthetic-file, --json, --threads and
 --seconds are added). --b-args gives B more arguments, so that one binary measures an option
-against its default (`ab.py E E --b-args "--prefetch-level l2" ...`). Nothing here is a test: it
+against its default (`ab.py E E --b-args "--prefetch-level l2" ...`); --a-args gives A more, so
+that a default is measured against an option. Nothing here is a test: it
 measures, and the reader decides.
 """
 import argparse
@@ -89,6 +90,7 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                    help="cpu: tokens per CPU second (leaves out time lost to other processes; 1 thread); wall")
+    p.add_argument("--a-args", default="", help="more `embedrt bench` arguments for A only, as one string")
     p.add_argument("--b-args", default="", help="more `embedrt bench` arguments for B only, as one string")
     p.add_argument("--json", help="write every sample here")
     args = p.parse_args()
@@ -106,7 +108,7 @@ def main():
             order = ("a", "b") if r % 2 == 0 else ("b", "a")
             for which in order:
                 cli = binaries[which]
-                extra = shlex.split(args.b_args) if which == "b" else []
+                extra = shlex.split(args.b_args if which == "b" else args.a_args)
                 value, result = run(cli, bench_args + extra, args)
                 samples[name][which].append(value)
                 if samples[name]["meta"] is None:  # the same for every sample of the case
@@ -115,7 +117,7 @@ def main():
             print(f"round {r + 1}/{args.rounds} {name}: a {s['a'][-1] / 1e6:.3f} M b {s['b'][-1] / 1e6:.3f} M "
                   f"({s['b'][-1] / s['a'][-1]:.3f}x)", file=sys.stderr, flush=True)
 
-    print(f"A = {args.a}\nB = {args.b} {args.b_args}\n{args.threads} thread(s), {args.rounds} interleaved rounds, "
+    print(f"A = {args.a} {args.a_args}\nB = {args.b} {args.b_args}\n{args.threads} thread(s), {args.rounds} interleaved rounds, "
           f"{args.clock} clock, {args.seconds} s a sample; B/A = median of the per-round ratios [IQR]\n")
     print("| case | regime | touched / LLC | isa | A M tokens/s | B M tokens/s | B/A [IQR] |")
     print("|---|---|---|---|---|---|---|")
