@@ -1078,6 +1078,9 @@ def prefetch_text(result):
     if c and not c["note"]:
         text += (f": random rows gathered at {c['l1_gbs']:.1f} GB/s prefetched into L1, {c['l2_gbs']:.1f} into L2, "
                  f"so {c['level'].upper()}")
+        if "min_rows_ahead" in c:
+            text += (f"; random 1 KiB rows pooled at {c['near_gbs']:.1f} GB/s about 8 KiB of rows ahead, "
+                     f"{c['far_gbs']:.1f} at least 32 rows ahead, so {c['min_rows_ahead']} rows at least")
     elif c:
         text += f": {c['note']}"
     if any(used):

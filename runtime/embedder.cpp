@@ -88,6 +88,17 @@ PrefetchLevel resolve_prefetch_level(PrefetchLevel asked, Isa isa, std::uint64_t
   return asked == PrefetchLevel::kL2 ? PrefetchLevel::kL2 : prefetch_calibration(isa, huge_pages).level;
 }
 
+// How far ahead the kernels prefetch one output's token rows of up to 1 KiB (KernelArgs::
+// min_rows_ahead), for rows from memory: as asked, else as the calibration chose for the outputs
+// whose level it chose.
+std::uint64_t resolve_min_rows_ahead(const EmbedderOptions& options, Isa isa, std::uint64_t table_bytes,
+                                     std::uint64_t llc_bytes, bool huge_pages) {
+  if (!token_rows_from_memory(table_bytes, llc_bytes)) return kernels::kNearRowsAhead;
+  if (options.min_rows_ahead) return *options.min_rows_ahead;
+  if (options.prefetch_level != PrefetchLevel::kAuto) return kernels::kNearRowsAhead;
+  return prefetch_calibration(isa, huge_pages).min_rows_ahead;
+}
+
 kernels::RawIds raw(const IdSpan& ids) { return {ids.empty() ? nullptr : ids.data(), ids.is_int64()}; }
 
 // A request error with its context: the request field at fault and, for tokens, which one.
@@ -185,6 +196,10 @@ std::optional<NonTemporal> parse_nontemporal(std::string_view name) noexcept {
 }
 
 Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
+  if (options.min_rows_ahead && (*options.min_rows_ahead < kernels::kNearRowsAhead || *options.min_rows_ahead > 256)) {
+    return Error(ErrorCode::kInvalidArgument, "min_rows_ahead " + std::to_string(*options.min_rows_ahead) +
+                                                  " is outside [4, 256]");
+  }
   Isa isa = Isa::kScalar;
   if (options.isa) {
     isa = *options.isa;
@@ -209,11 +224,14 @@ Result<Embedder> Embedder::create(Model model, const EmbedderOptions& options) {
   }
   const std::uint64_t llc_bytes = options.cache_bytes.value_or(last_level_cache().bytes);
   std::vector<PrefetchLevel> prefetch_levels;
+  std::vector<std::uint64_t> min_rows_ahead;
+  const bool huge_pages = model.file().residency() == Residency::kCopy;
   for (const OutputInfo& o : model.outputs()) {
-    prefetch_levels.push_back(resolve_prefetch_level(options.prefetch_level, isa, o.token->bytes.size(), llc_bytes,
-                                                     model.file().residency() == Residency::kCopy));
+    const std::uint64_t table_bytes = o.token->bytes.size();
+    prefetch_levels.push_back(resolve_prefetch_level(options.prefetch_level, isa, table_bytes, llc_bytes, huge_pages));
+    min_rows_ahead.push_back(resolve_min_rows_ahead(options, isa, table_bytes, llc_bytes, huge_pages));
   }
-  return Embedder(std::move(model), options, isa, llc_bytes, std::move(prefetch_levels));
+  return Embedder(std::move(model), options, isa, llc_bytes, std::move(prefetch_levels), std::move(min_rows_ahead));
 }
 
 const PrefetchCalibration& prefetch_calibration(Isa isa, bool huge_pages) {
@@ -223,7 +241,9 @@ const PrefetchCalibration& prefetch_calibration(Isa isa, bool huge_pages) {
     return nothing_to_choose;
   }
   return detail::calibrate_prefetch_level(isa, huge_pages, kernels_for(isa).get(DType::kF32, OutputDType::kF32),
-                                          kernels_for(isa, true).get(DType::kF32, OutputDType::kF32));
+                                          kernels_for(isa, true).get(DType::kF32, OutputDType::kF32),
+                                          kernels_for(isa).get_bag(DType::kF32, OutputDType::kF32),
+                                          kernels_for(isa, true).get_bag(DType::kF32, OutputDType::kF32));
 }
 
 std::size_t output_element_bytes(OutputDType dtype) noexcept {
@@ -562,6 +582,7 @@ Status Embedder::embed(const EmbedRequest& r, std::span<const OutputTarget> targ
     a.padding_id = o.rules->padding_id;
     a.out = target.span.data();
     a.token_rows_from_memory = token_rows_from_memory(o.token->bytes.size(), llc_bytes_);
+    a.min_rows_ahead = min_rows_ahead_[target.output];
     a.position_major = embeds_position_major(a);
     run_kernel(a, n, target.span.dtype(), o.token->dtype, options_, isa_, llc_bytes_, prefetch_level(target.output));
   }
@@ -674,6 +695,7 @@ Status Embedder::pool(const BagRequest& r, OutputSpan out, std::size_t output) c
   a.out = out.data();
   a.nontemporal = streams_output(options_.nontemporal, out.size() * output_element_bytes(out.dtype()), llc_bytes_);
   a.token_rows_from_memory = token_rows_from_memory(o.token->bytes.size(), llc_bytes_);
+  a.min_rows_ahead = min_rows_ahead_[output];
   const bool into_l2 = prefetch_level(output) == PrefetchLevel::kL2;
   const kernels::BagKernel kernel = kernels_for(isa_, into_l2).get_bag(o.token->dtype, out.dtype());
   // Work is reading rows: run small requests inline, larger ones in chunks of about 128 KiB of rows.

@@ -4,6 +4,13 @@
 // in flight); on another Zen 5 they ran 0.88-0.90x. So it is measured, with the kernels themselves:
 // random 1 KiB rows (f32, dim 256) gathered from a private table several times the LLC, by the
 // kernels of each level in interleaved rounds; the medians decide.
+//
+// So is how far ahead rows of at most 1 KiB are prefetched (KernelArgs::min_rows_ahead): on a
+// 480 MiB-L3 Intel Xeon guest, at least 32 rows ahead rather than about 8 KiB of rows (8 rows of
+// 1 KiB, 16 of 512 bytes) pooled f32 256 bags 1.21-1.26x and f32 128 bags 1.60-1.65x (bench/ab.py,
+// 1 thread, tables 3.9x the LLC; README, "The 480 MiB-L3 Xeon again"), where on a Zen 5 16 rows of
+// 1 KiB against 8 had copied 0.95x as fast. Measured after the level, with that level's bag kernel:
+// random 1 KiB rows pooled in bags of 32, the two distances in interleaved rounds.
 #include "prefetch_calibration.hpp"
 
 #include <sys/mman.h>
@@ -27,10 +34,18 @@ constexpr std::uint64_t kDim = 256;  // f32 rows of 1 KiB, the middle of the row
 constexpr std::uint64_t kRowBytes = kDim * sizeof(float);
 constexpr std::uint64_t kPassRows = (16u << 20) / kRowBytes;  // 16 MiB of rows a pass
 constexpr std::uint64_t kCallRows = 512;                      // rows a kernel call: a 512 KiB output, reused
+constexpr std::uint64_t kBagIds = 32;                         // ids a bag of the distance's measure
+constexpr std::uint64_t kBagCallIds = 4096;                   // ids a bag call (128 bags: 128 KiB of output)
 constexpr int kRounds = 7;
+// The distance's ratio is smaller than the level's (1.13-1.18x where the level's was 1.16-1.24x, on
+// the Xeon above, whose LLC holds part of the table), and 7 rounds of it once came out 0.94x:
+// more rounds, the same 16 MiB each.
+constexpr int kDistanceRounds = 15;
 // L2 is taken only when it is clearly faster: on a host where the two tie, L1 is FBGEMM's choice
-// and what every other measurement of this project assumed.
+// and what every other measurement of this project assumed. So is the far distance.
 constexpr double kL2Margin = 1.05;
+constexpr double kFarMargin = 1.05;
+static_assert(PrefetchCalibration{}.min_rows_ahead == kernels::kNearRowsAhead, "the public default is the kernels'");
 
 // Four times the LLC, so that most rows come from memory, within [64 MiB, 256 MiB] (a machine
 // with a larger LLC measures rows partly from it, where the two levels tie: it keeps L1).
@@ -43,9 +58,18 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Fresh random rows for a pass (xorshift64), so none is still cached from the last.
+void random_rows(std::vector<std::int32_t>& ids, std::uint64_t rows, std::uint64_t& x) {
+  for (std::int32_t& id : ids) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    id = static_cast<std::int32_t>(x % rows);
+  }
+}
+
 }  // namespace
 
-PrefetchCalibration measure_prefetch_levels(bool huge_pages, kernels::RangeKernel into_l1, kernels::RangeKernel into_l2) {
+PrefetchCalibration measure_prefetch_levels(bool huge_pages, kernels::RangeKernel into_l1, kernels::RangeKernel into_l2,
+                                            kernels::BagKernel pool_l1, kernels::BagKernel pool_l2) {
   PrefetchCalibration c;
   c.table_bytes = table_bytes_for(last_level_cache().bytes);
   void* p = ::mmap(nullptr, c.table_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -71,14 +95,11 @@ PrefetchCalibration measure_prefetch_levels(bool huge_pages, kernels::RangeKerne
   a.out = out.data();
   a.token_rows_from_memory = true;
 
-  std::uint64_t x = 0x9e3779b97f4a7c15u;  // xorshift64: fresh rows every pass, so none is still cached
+  std::uint64_t x = 0x9e3779b97f4a7c15u;
   std::vector<double> rates[2];
   for (int round = 0; round < kRounds; ++round) {
     for (int level = 0; level < 2; ++level) {  // interleaved, so that both see the same machine
-      for (std::int32_t& id : ids) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        id = static_cast<std::int32_t>(x % rows);
-      }
+      random_rows(ids, rows, x);
       const kernels::RangeKernel kernel = level == 0 ? into_l1 : into_l2;
       const auto start = std::chrono::steady_clock::now();
       for (std::uint64_t first = 0; first < kPassRows; first += kCallRows) {
@@ -89,15 +110,44 @@ PrefetchCalibration measure_prefetch_levels(bool huge_pages, kernels::RangeKerne
       rates[level].push_back(static_cast<double>(kPassRows * kRowBytes) / seconds / 1e9);
     }
   }
-  ::munmap(p, c.table_bytes);
   c.l1_gbs = median(rates[0]);
   c.l2_gbs = median(rates[1]);
   c.level = c.l2_gbs >= kL2Margin * c.l1_gbs ? PrefetchLevel::kL2 : PrefetchLevel::kL1;
+
+  kernels::PoolArgs b;
+  b.token = a.token;
+  b.token_stride = kRowBytes;
+  b.dim = kDim;
+  b.row_bytes = kRowBytes;
+  b.length = kBagIds;
+  b.bags = kBagCallIds / kBagIds;
+  b.out = out.data();
+  b.token_rows_from_memory = true;
+  const kernels::BagKernel pool = c.level == PrefetchLevel::kL2 ? pool_l2 : pool_l1;
+  std::vector<double> distance_rates[2];
+  for (int round = 0; round < kDistanceRounds; ++round) {
+    for (int far = 0; far < 2; ++far) {
+      random_rows(ids, rows, x);
+      b.min_rows_ahead = far ? kernels::kFarRowsAhead : kernels::kNearRowsAhead;
+      const auto start = std::chrono::steady_clock::now();
+      for (std::uint64_t first = 0; first < kPassRows; first += kBagCallIds) {
+        b.ids = {ids.data() + first, false};
+        pool(b, 0, b.bags);
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      distance_rates[far].push_back(static_cast<double>(kPassRows * kRowBytes) / seconds / 1e9);
+    }
+  }
+  ::munmap(p, c.table_bytes);
+  c.near_gbs = median(distance_rates[0]);
+  c.far_gbs = median(distance_rates[1]);
+  c.min_rows_ahead = c.far_gbs >= kFarMargin * c.near_gbs ? kernels::kFarRowsAhead : kernels::kNearRowsAhead;
   return c;
 }
 
 const PrefetchCalibration& calibrate_prefetch_level(Isa isa, bool huge_pages, kernels::RangeKernel into_l1,
-                                                    kernels::RangeKernel into_l2) {
+                                                    kernels::RangeKernel into_l2, kernels::BagKernel pool_l1,
+                                                    kernels::BagKernel pool_l2) {
   // Measured under the lock: a second Embedder created meanwhile waits for the answer rather than
   // measuring against the first.
   static std::mutex mutex;
@@ -105,7 +155,7 @@ const PrefetchCalibration& calibrate_prefetch_level(Isa isa, bool huge_pages, ke
   const std::lock_guard lock(mutex);
   const auto key = std::make_pair(isa, huge_pages);
   auto found = measured.find(key);
-  if (found == measured.end()) found = measured.emplace(key, measure_prefetch_levels(huge_pages, into_l1, into_l2)).first;
+  if (found == measured.end()) found = measured.emplace(key, measure_prefetch_levels(huge_pages, into_l1, into_l2, pool_l1, pool_l2)).first;
   return found->second;
 }
 

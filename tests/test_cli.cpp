@@ -329,6 +329,8 @@ TEST_CASE("bench: several outputs in one call, bags, and cold decode with and wi
   CHECK(doc["prefetch_level_used"] == "l1");
   CHECK(doc["prefetch_calibration"]["l1_gbs"].is_number());
   CHECK((doc["prefetch_calibration"]["level"] == "l1" || doc["prefetch_calibration"]["level"] == "l2"));
+  CHECK((doc["prefetch_calibration"]["min_rows_ahead"] == 4 || doc["prefetch_calibration"]["min_rows_ahead"] == 32));
+  CHECK(doc["min_rows_ahead_used"] == 4);  // the table is in the cache: the calibration's distance is not its
   r = run_cli(dir, "bench --synthetic 1000x64 --dtype int8 --bag 4 --batch 2 --seq 8 --prefetch-level l2 --seconds 0.01 --json");
   REQUIRE(r.exit_code == 0);
   doc = nlohmann::json::parse(r.out);

@@ -206,13 +206,17 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
         // inline_bytes 0 sends even these small requests through the parallel path. A cache of 0
         // bytes makes every table one whose rows come from memory: uniform batches with rows of
         // more than 1 KiB go in token order, quantized rows of 6-16 lines are staged, and
-        // PrefetchLevel::kL2 applies (taken with streaming stores, so both levels run).
+        // PrefetchLevel::kL2 applies (taken with streaming stores, so both levels run), and rows of
+        // up to 1 KiB are prefetched at least 32 rows ahead (EmbedderOptions::min_rows_ahead).
         for (const auto& [inline_bytes, cache_bytes] : {std::pair<std::size_t, std::optional<std::uint64_t>>{std::size_t{1} << 30, {}},
                                                        {std::size_t{0}, {}}, {std::size_t{0}, 0}}) {
           const PrefetchLevel level = nt == NonTemporal::kAlways ? PrefetchLevel::kL2 : PrefetchLevel::kL1;
+          const std::optional<std::uint64_t> rows_ahead = cache_bytes ? std::optional<std::uint64_t>(32) : std::nullopt;
           auto embedder = Embedder::create(model, {.isa = isa, .nontemporal = nt, .inline_bytes = inline_bytes,
-                                                   .cache_bytes = cache_bytes, .prefetch_level = level});
+                                                   .cache_bytes = cache_bytes, .prefetch_level = level,
+                                                   .min_rows_ahead = rows_ahead});
           REQUIRE(embedder);
+          REQUIRE(embedder->min_rows_ahead() == (cache_bytes ? 32u : 4u));
           CAPTURE(isa_name(isa));
           CAPTURE(b.name);
           const std::size_t inline_limit = inline_bytes;  // (clang 14's CAPTURE cannot name a structured binding)
@@ -441,15 +445,23 @@ TEST_CASE("prefetch level: resolved per output at create from the level asked, t
       CHECK(calibration.table_bytes >= (std::uint64_t{64} << 20));
       CHECK(calibration.table_bytes <= (std::uint64_t{256} << 20));
       CHECK(calibration.level == (calibration.l2_gbs >= 1.05 * calibration.l1_gbs ? PrefetchLevel::kL2 : PrefetchLevel::kL1));
+      CHECK(calibration.near_gbs > 0);
+      CHECK(calibration.far_gbs > 0);
+      CHECK(calibration.min_rows_ahead == (calibration.far_gbs >= 1.05 * calibration.near_gbs ? 32u : 4u));
     } else {
       CHECK(calibration.level == PrefetchLevel::kL1);
       CHECK(calibration.note.find("no kernels that prefetch into L2") != std::string::npos);
       CHECK(calibration.l1_gbs == 0);
+      CHECK(calibration.min_rows_ahead == 4);
     }
     const auto level_of = [&](PrefetchLevel asked, std::optional<std::uint64_t> cache_bytes) {
       auto e = Embedder::create(model, {.isa = isa, .cache_bytes = cache_bytes, .prefetch_level = asked});
       REQUIRE(e);
       CHECK(e->prefetch_level(1) == PrefetchLevel::kL1);  // past the model's one output
+      CHECK(e->min_rows_ahead(1) == 4);
+      // The distance follows the calibration exactly where the level does.
+      const bool calibrated = asked == PrefetchLevel::kAuto && cache_bytes == std::uint64_t{0};
+      CHECK(e->min_rows_ahead() == (calibrated ? calibration.min_rows_ahead : 4u));
       return e->prefetch_level();
     };
     // The table in the cache: L1 whatever was asked.
@@ -460,6 +472,21 @@ TEST_CASE("prefetch level: resolved per output at create from the level asked, t
     CHECK(level_of(PrefetchLevel::kL1, 0) == PrefetchLevel::kL1);
     CHECK(level_of(PrefetchLevel::kL2, 0) == (has_l2_kernels ? PrefetchLevel::kL2 : PrefetchLevel::kL1));
     CHECK(level_of(PrefetchLevel::kAuto, 0) == calibration.level);
+    // An explicit distance applies to rows from memory whatever the level; outside [4, 256] refused.
+    for (PrefetchLevel asked : {PrefetchLevel::kL1, PrefetchLevel::kAuto}) {
+      auto far = Embedder::create(model, {.isa = isa, .cache_bytes = 0, .prefetch_level = asked, .min_rows_ahead = 32});
+      REQUIRE(far);
+      CHECK(far->min_rows_ahead() == 32);
+      auto cached = Embedder::create(model, {.isa = isa, .prefetch_level = asked, .min_rows_ahead = 32});
+      REQUIRE(cached);
+      CHECK(cached->min_rows_ahead() == 4);
+    }
+    for (std::uint64_t bad : {0, 3, 257}) {
+      auto refused = Embedder::create(model, {.isa = isa, .min_rows_ahead = bad});
+      REQUIRE_FALSE(refused);
+      CHECK(refused.error().code() == ErrorCode::kInvalidArgument);
+      CHECK(refused.error().message().find("min_rows_ahead " + std::to_string(bad)) != std::string::npos);
+    }
   }
   CHECK(EmbedderOptions{}.prefetch_level == PrefetchLevel::kAuto);
   CHECK(prefetch_level_name(PrefetchLevel::kAuto) == "auto");
@@ -484,15 +511,19 @@ TEST_CASE("prefetch level: resolved per output at create from the level asked, t
 
 // (Not run under qemu's Nehalem: tests/CMakeLists.txt.)
 TEST_CASE("prefetch calibration: the measurement runs with any two kernels, in either page size") {
-  // The scalar kernel as both levels, so that sanitized builds, which leave the L2 kernels out,
-  // run it too: rates from real passes, the rule applied.
+  // The scalar kernels as both levels, so that sanitized builds, which leave the L2 kernels out,
+  // run it too: rates from real passes, the rules applied.
   const kernels::RangeKernel scalar = kernels::scalar_kernels().get(DType::kF32, OutputDType::kF32);
+  const kernels::BagKernel scalar_bags = kernels::scalar_kernels().get_bag(DType::kF32, OutputDType::kF32);
   for (const bool huge_pages : {false, true}) {
-    const PrefetchCalibration c = detail::measure_prefetch_levels(huge_pages, scalar, scalar);
+    const PrefetchCalibration c = detail::measure_prefetch_levels(huge_pages, scalar, scalar, scalar_bags, scalar_bags);
     CHECK(c.note.empty());
     CHECK(c.l1_gbs > 0);
     CHECK(c.l2_gbs > 0);
     CHECK(c.level == (c.l2_gbs >= 1.05 * c.l1_gbs ? PrefetchLevel::kL2 : PrefetchLevel::kL1));
+    CHECK(c.near_gbs > 0);
+    CHECK(c.far_gbs > 0);
+    CHECK(c.min_rows_ahead == (c.far_gbs >= 1.05 * c.near_gbs ? 32u : 4u));
   }
 }
 

@@ -238,7 +238,8 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
                 std::vector<float> first_isa;
                 // Threaded in ranges or inline; streaming stores or not, into an output aligned to
                 // take them or one element past that (they fall back to the cache's stores); rows
-                // prefetched into L1, or into L2 (a cache of 0 bytes: every table comes from memory).
+                // prefetched into L1, or into L2 (a cache of 0 bytes: every table comes from memory)
+                // and rows of up to 1 KiB at least 32 rows ahead, past these calls' ends.
                 struct Run {
                   std::size_t inline_bytes;
                   NonTemporal nontemporal;
@@ -257,7 +258,10 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
                         run.level == PrefetchLevel::kL2 ? std::optional<std::uint64_t>(0) : std::nullopt;
                     auto e = Embedder::create(*model, {.isa = isa, .nontemporal = run.nontemporal,
                                                        .inline_bytes = run.inline_bytes, .cache_bytes = cache,
-                                                       .prefetch_level = run.level});
+                                                       .prefetch_level = run.level,
+                                                       .min_rows_ahead = cache ? std::optional<std::uint64_t>(32)
+                                                                               : std::nullopt});
+                    REQUIRE(e->min_rows_ahead() == (cache ? 32u : 4u));
                     REQUIRE(e);
                     bool ok = false;
                     const auto got = run_pool<float>(*e, r, bags * dim, ok, run.offset);

@@ -183,12 +183,18 @@ std::optional<PrefetchLevel> parse_prefetch_level(std::string_view name) noexcep
 
 // What PrefetchLevel::kAuto measured on this machine: random 1 KiB rows gathered by the kernels of
 // each level from a private table of 4x the LLC (within 64-256 MiB), 7 interleaved rounds of
-// 16 MiB each. It costs about 0.1 s and that memory for a moment, once per process, ISA and page
-// size; later calls return the same answer.
+// 16 MiB each; then, by the chosen level's kernels, the same rows pooled in bags of 32 with rows
+// of up to 1 KiB prefetched about 8 KiB of rows ahead (near) and at least 32 rows ahead (far),
+// 7 interleaved rounds again. It costs about 0.2 s and that memory for a moment, once per process,
+// ISA and page size; later calls return the same answer. Both choices apply to the outputs whose
+// level is kAuto and whose tables are larger than half the LLC; no choice changes a result's bits.
 struct PrefetchCalibration {
   PrefetchLevel level = PrefetchLevel::kL1;  // kL2 when its median rate is at least 5% above L1's
   double l1_gbs = 0;                         // median GB/s of rows read, prefetching into L1
   double l2_gbs = 0;                         // the same, into L2
+  std::uint64_t min_rows_ahead = 4;          // 32 when far's median rate is at least 5% above near's
+  double near_gbs = 0;                       // median GB/s of rows pooled, about 8 KiB of rows ahead
+  double far_gbs = 0;                        // the same, at least 32 rows ahead
   std::uint64_t table_bytes = 0;             // the private table's size
   std::string note;                          // why nothing was measured, when nothing was ("" otherwise)
 };
@@ -206,6 +212,10 @@ struct EmbedderOptions {
   // first); default: the cache detected (last_level_cache()). None changes a result's bits.
   std::optional<std::uint64_t> cache_bytes;
   PrefetchLevel prefetch_level = PrefetchLevel::kAuto;
+  // The fewest rows ahead that token rows of up to 1 KiB from a table larger than half the LLC are
+  // prefetched, in [4, 256] (Embedder::min_rows_ahead); unset: the calibration's under kAuto
+  // (PrefetchCalibration::min_rows_ahead), else 4. Changes no result's bits.
+  std::optional<std::uint64_t> min_rows_ahead;
 };
 
 class Embedder {
@@ -238,17 +248,25 @@ class Embedder {
   PrefetchLevel prefetch_level(std::size_t output = 0) const noexcept {
     return output < prefetch_levels_.size() ? prefetch_levels_[output] : PrefetchLevel::kL1;
   }
+  // The fewest rows ahead that an output's token rows of up to 1 KiB are prefetched, for a table
+  // larger than half the LLC: EmbedderOptions::min_rows_ahead, else under kAuto the calibration's
+  // (4 or 32), else 4; 4 for a smaller table (about 8 KiB of rows ahead decides) and for an index
+  // past the model's outputs.
+  std::uint64_t min_rows_ahead(std::size_t output = 0) const noexcept {
+    return output < min_rows_ahead_.size() ? min_rows_ahead_[output] : 4;
+  }
 
  private:
   Embedder(Model model, const EmbedderOptions& options, Isa isa, std::uint64_t llc_bytes,
-           std::vector<PrefetchLevel> prefetch_levels)
+           std::vector<PrefetchLevel> prefetch_levels, std::vector<std::uint64_t> min_rows_ahead)
       : model_(std::move(model)), options_(options), isa_(isa), llc_bytes_(llc_bytes),
-        prefetch_levels_(std::move(prefetch_levels)) {}
+        prefetch_levels_(std::move(prefetch_levels)), min_rows_ahead_(std::move(min_rows_ahead)) {}
   Model model_;
   EmbedderOptions options_;
   Isa isa_;
   std::uint64_t llc_bytes_;
   std::vector<PrefetchLevel> prefetch_levels_;  // one per output
+  std::vector<std::uint64_t> min_rows_ahead_;   // one per output (PrefetchCalibration::min_rows_ahead)
 };
 
 }  // namespace embedrt

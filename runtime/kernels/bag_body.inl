@@ -927,7 +927,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t call_bags = a.bags > end ? a.bags : end;
   const std::uint64_t call_ids = first_id_of(a, call_bags);
   const std::uint64_t block_distance = memory_blocks ? memory_block_distance(call_ids, call_bags) : kBlockPassDistance;
-  const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes)
+  const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes, a.min_rows_ahead)
                             : block_passes ? block_pass_plan<TD>(table_row_bytes, block_vectors, block_distance)
                                            : bag_prefetch_plan<TD>(table_row_bytes);
   const RowPrefetch ahead{plan.distance, plan.bytes, first_id_of(a, end), call_ids,

@@ -18,6 +18,14 @@ struct RawIds {
   // No member functions: an inline member would be compiled into every ISA unit (see kernel_body.inl).
 };
 
+// The fewest rows ahead that rows of at most kFarRowBytes are prefetched line by line
+// (interleaved_plan in kernel_body.inl: otherwise about 8 KiB of rows): kNearRowsAhead, or
+// kFarRowsAhead where the prefetch calibration found such rows read faster so (Embedder:
+// PrefetchCalibration::min_rows_ahead).
+constexpr std::uint64_t kNearRowsAhead = 4;
+constexpr std::uint64_t kFarRowsAhead = 32;
+constexpr std::uint64_t kFarRowBytes = 1024;
+
 struct KernelArgs {
   const std::byte* token = nullptr;
   std::uint64_t token_stride = 0;
@@ -65,6 +73,7 @@ struct KernelArgs {
   // The token table is larger than half the LLC, so its rows come from memory (the Embedder's
   // rule): wider quantized rows are staged in L1 too (stages_rows in kernel_body.inl).
   bool token_rows_from_memory = false;
+  std::uint64_t min_rows_ahead = kNearRowsAhead;  // kNearRowsAhead or kFarRowsAhead (above)
 };
 
 // What a bag kernel needs (FORMAT.md 7.2), validated like KernelArgs: every id reads a row.
@@ -97,6 +106,7 @@ struct PoolArgs {
   // As KernelArgs::token_rows_from_memory: AVX-512 16-bit rows of 13-24 vectors are then pooled in
   // narrower block passes (memory_block_passes in bag_body.inl).
   bool token_rows_from_memory = false;
+  std::uint64_t min_rows_ahead = kNearRowsAhead;  // as KernelArgs::min_rows_ahead
 };
 
 // Embeds tokens [begin, end) of a request.

@@ -335,6 +335,10 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 //    copies 0.82x as fast as the plans above. Not staging int8/int4 rows of 6-16 lines from memory
 //    (the interleaved loop reading the table): AVX-512 0.98-1.12x, AVX2 0.61-0.86x, so they stay.
 // Not measured on the Zen 3 or the 480 MiB-LLC Intel machine, where the plans above were tuned.
+// Later, on that Intel machine: rows of up to 1 KiB at least 32 rows ahead (KernelArgs::
+// min_rows_ahead) pooled f32 256 bags 1.24-1.29x, f32 128 1.65x, and gathered f32 256 1.06x, f32
+// 128 1.09x; rows of 128 bytes further than their 64 lost 0.95-0.98x. The Zen 5 had gone the
+// other way, so the prefetch calibration chooses (prefetch_calibration.cpp).
 // `bytes` rounded up to whole cache lines.
 constexpr std::uint64_t whole_lines(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
 
@@ -345,10 +349,12 @@ constexpr std::uint64_t kInterleavedCopyRowBytes = 8192;  // wider copies keep g
 // The plan of rows prefetched line by line (the gather's, and the bags' rows that fit the
 // registers): whole rows, kInterleavedBytesAhead of them ahead; the distance, and the range's first
 // rows.
-inline PrefetchPlan interleaved_plan(std::uint64_t table_row_bytes) {
+// `min_rows`: KernelArgs::min_rows_ahead, which rows of at most kFarRowBytes take as a floor.
+inline PrefetchPlan interleaved_plan(std::uint64_t table_row_bytes, std::uint64_t min_rows) {
   const std::uint64_t line_bytes = whole_lines(table_row_bytes);
   const std::uint64_t rows = kInterleavedBytesAhead / line_bytes;
-  return {rows < kInterleavedMinRows ? kInterleavedMinRows : rows, line_bytes};
+  const std::uint64_t floor = line_bytes <= kFarRowBytes && min_rows > kInterleavedMinRows ? min_rows : kInterleavedMinRows;
+  return {rows < floor ? floor : rows, line_bytes};
 }
 
 // Called with the table offset of each load of kLoadBytes (at most a line) from a row, in order: the
@@ -859,7 +865,7 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   const bool staged = !kNorm && stages_rows<TD>(table_row_bytes, a.token_rows_from_memory);
   const bool interleaved = kInterleavesRows && (!copies_rows || table_row_bytes <= kInterleavedCopyRowBytes);
   const RowPrefetcher<TD, P> prefetch{TokenRows<P>{a},
-                                      interleaved ? interleaved_plan(table_row_bytes)
+                                      interleaved ? interleaved_plan(table_row_bytes, a.min_rows_ahead)
                                                   : gather_prefetch_plan(table_row_bytes, out_row_bytes),
                                       table_row_bytes, a.params_offset};
   const std::uint64_t distance = prefetch.plan.distance;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <oneapi/tbb/task_arena.h>
+#include <optional>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -57,6 +58,7 @@ struct BenchArgs {
   bool json = false;
   NonTemporal nontemporal = NonTemporal::kAuto;
   PrefetchLevel prefetch_level = PrefetchLevel::kAuto;
+  std::optional<std::uint64_t> min_rows_ahead;  // EmbedderOptions::min_rows_ahead
   bool roofline = false;
   bool evict = false;
   bool cold_file = false;
@@ -659,6 +661,7 @@ int run(const BenchArgs& args) {
   options.arena = &arena;
   options.nontemporal = args.nontemporal;
   options.prefetch_level = args.prefetch_level;
+  options.min_rows_ahead = args.min_rows_ahead;
   options.isa = forced;
   auto embedder = Embedder::create(*model, options);
   if (!embedder) return report(embedder.error());
@@ -753,11 +756,13 @@ int run(const BenchArgs& args) {
               {"id_sets", sets}, {"out_sets", out_sets}, {"llc", llc_json(llc)}, {"sizes", sizes},
               // as asked, and as the Embedder resolved it for the lead output's table
               {"prefetch_level", prefetch_level_name(args.prefetch_level)},
-              {"prefetch_level_used", prefetch_level_name(embedder->prefetch_level(selected[0]))}};
+              {"prefetch_level_used", prefetch_level_name(embedder->prefetch_level(selected[0]))},
+              {"min_rows_ahead_used", embedder->min_rows_ahead(selected[0])}};
   if (args.prefetch_level == PrefetchLevel::kAuto) {
     const PrefetchCalibration& c = prefetch_calibration(embedder->isa(), model->file().residency() == Residency::kCopy);
     doc["prefetch_calibration"] = {{"level", prefetch_level_name(c.level)}, {"l1_gbs", c.l1_gbs}, {"l2_gbs", c.l2_gbs},
-                                   {"table_bytes", c.table_bytes}, {"note", c.note}};
+                                   {"min_rows_ahead", c.min_rows_ahead}, {"near_gbs", c.near_gbs},
+                                   {"far_gbs", c.far_gbs}, {"table_bytes", c.table_bytes}, {"note", c.note}};
   }
   if (args.bag) {
     const PoolingMode mode = bags[0].mode.value_or(lead.rules->pooling);
@@ -872,6 +877,9 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print one JSON object");
   add_nontemporal_option(cmd, args->nontemporal);
   add_prefetch_level_option(cmd, args->prefetch_level);
+  cmd->add_option("--min-rows-ahead", args->min_rows_ahead,
+                  "the fewest rows ahead that rows of up to 1 KiB of a table larger than half the last-level cache are prefetched (default: the calibration's under --prefetch-level auto, else 4)")
+      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{256}));
   cmd->add_option("--id-sets", args->id_sets, "random id batches rotated between calls (default 8)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
   cmd->add_option("--out-sets", args->out_sets, "output buffers rotated between calls (default 1)")
