@@ -185,7 +185,7 @@ std::optional<PrefetchLevel> parse_prefetch_level(std::string_view name) noexcep
 // each level from a private table of 4x the LLC (within 64-256 MiB), 7 interleaved rounds of
 // 16 MiB each; then, by the chosen level's kernels, the same rows pooled in bags of 32 with rows
 // of up to 1 KiB prefetched about 8 KiB of rows ahead (near) and at least 32 rows ahead (far),
-// 7 interleaved rounds again. It costs about 0.2 s and that memory for a moment, once per process,
+// 15 interleaved rounds of 16 MiB. It costs about 0.2 s and that memory for a moment, once per process,
 // ISA and page size; later calls return the same answer. Both choices apply to the outputs whose
 // level is kAuto and whose tables are larger than half the LLC; no choice changes a result's bits.
 struct PrefetchCalibration {

@@ -73,7 +73,7 @@ struct KernelArgs {
   // The token table is larger than half the LLC, so its rows come from memory (the Embedder's
   // rule): wider quantized rows are staged in L1 too (stages_rows in kernel_body.inl).
   bool token_rows_from_memory = false;
-  std::uint64_t min_rows_ahead = kNearRowsAhead;  // kNearRowsAhead or kFarRowsAhead (above)
+  std::uint64_t min_rows_ahead = kNearRowsAhead;  // as above, or EmbedderOptions::min_rows_ahead (4-256)
 };
 
 // What a bag kernel needs (FORMAT.md 7.2), validated like KernelArgs: every id reads a row.
