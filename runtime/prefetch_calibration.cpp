@@ -45,7 +45,6 @@ constexpr int kDistanceRounds = 15;
 // and what every other measurement of this project assumed. So is the far distance.
 constexpr double kL2Margin = 1.05;
 constexpr double kFarMargin = 1.05;
-static_assert(PrefetchCalibration{}.min_rows_ahead == kernels::kNearRowsAhead, "the public default is the kernels'");
 
 // Four times the LLC, so that most rows come from memory, within [64 MiB, 256 MiB] (a machine
 // with a larger LLC measures rows partly from it, where the two levels tie: it keeps L1).
