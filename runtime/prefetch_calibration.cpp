@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -65,6 +66,25 @@ void random_rows(std::vector<std::int32_t>& ids, std::uint64_t rows, std::uint64
   }
 }
 
+// The median rate (GB/s of rows) of each of two ways of reading random rows: `rounds` rounds, each
+// timing way 0 then way 1 (interleaved, so that both see the same machine), every pass over fresh
+// random rows in `ids`. `pass(way)` reads the rows of `ids` once.
+template <typename Pass>
+std::array<double, 2> interleaved_medians(int rounds, std::vector<std::int32_t>& ids, std::uint64_t rows,
+                                          std::uint64_t& x, Pass pass) {
+  std::vector<double> rates[2];
+  for (int round = 0; round < rounds; ++round) {
+    for (int way = 0; way < 2; ++way) {
+      random_rows(ids, rows, x);
+      const auto start = std::chrono::steady_clock::now();
+      pass(way);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      rates[way].push_back(static_cast<double>(ids.size() * kRowBytes) / seconds / 1e9);
+    }
+  }
+  return {median(std::move(rates[0])), median(std::move(rates[1]))};
+}
+
 }  // namespace
 
 PrefetchCalibration measure_prefetch_levels(bool huge_pages, kernels::RangeKernel into_l1, kernels::RangeKernel into_l2,
@@ -95,22 +115,15 @@ PrefetchCalibration measure_prefetch_levels(bool huge_pages, kernels::RangeKerne
   a.token_rows_from_memory = true;
 
   std::uint64_t x = 0x9e3779b97f4a7c15u;
-  std::vector<double> rates[2];
-  for (int round = 0; round < kRounds; ++round) {
-    for (int level = 0; level < 2; ++level) {  // interleaved, so that both see the same machine
-      random_rows(ids, rows, x);
-      const kernels::RangeKernel kernel = level == 0 ? into_l1 : into_l2;
-      const auto start = std::chrono::steady_clock::now();
-      for (std::uint64_t first = 0; first < kPassRows; first += kCallRows) {
-        a.ids = {ids.data() + first, false};
-        kernel(a, 0, kCallRows);
-      }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      rates[level].push_back(static_cast<double>(kPassRows * kRowBytes) / seconds / 1e9);
+  const auto [l1_gbs, l2_gbs] = interleaved_medians(kRounds, ids, rows, x, [&](int level) {
+    const kernels::RangeKernel kernel = level == 0 ? into_l1 : into_l2;
+    for (std::uint64_t first = 0; first < kPassRows; first += kCallRows) {
+      a.ids = {ids.data() + first, false};
+      kernel(a, 0, kCallRows);
     }
-  }
-  c.l1_gbs = median(rates[0]);
-  c.l2_gbs = median(rates[1]);
+  });
+  c.l1_gbs = l1_gbs;
+  c.l2_gbs = l2_gbs;
   c.level = c.l2_gbs >= kL2Margin * c.l1_gbs ? PrefetchLevel::kL2 : PrefetchLevel::kL1;
 
   kernels::PoolArgs b;
@@ -123,23 +136,16 @@ PrefetchCalibration measure_prefetch_levels(bool huge_pages, kernels::RangeKerne
   b.out = out.data();
   b.token_rows_from_memory = true;
   const kernels::BagKernel pool = c.level == PrefetchLevel::kL2 ? pool_l2 : pool_l1;
-  std::vector<double> distance_rates[2];
-  for (int round = 0; round < kDistanceRounds; ++round) {
-    for (int far = 0; far < 2; ++far) {
-      random_rows(ids, rows, x);
-      b.min_rows_ahead = far ? kernels::kFarRowsAhead : kernels::kNearRowsAhead;
-      const auto start = std::chrono::steady_clock::now();
-      for (std::uint64_t first = 0; first < kPassRows; first += kBagCallIds) {
-        b.ids = {ids.data() + first, false};
-        pool(b, 0, b.bags);
-      }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      distance_rates[far].push_back(static_cast<double>(kPassRows * kRowBytes) / seconds / 1e9);
+  const auto [near_gbs, far_gbs] = interleaved_medians(kDistanceRounds, ids, rows, x, [&](int far) {
+    b.min_rows_ahead = far ? kernels::kFarRowsAhead : kernels::kNearRowsAhead;
+    for (std::uint64_t first = 0; first < kPassRows; first += kBagCallIds) {
+      b.ids = {ids.data() + first, false};
+      pool(b, 0, b.bags);
     }
-  }
+  });
   ::munmap(p, c.table_bytes);
-  c.near_gbs = median(distance_rates[0]);
-  c.far_gbs = median(distance_rates[1]);
+  c.near_gbs = near_gbs;
+  c.far_gbs = far_gbs;
   c.min_rows_ahead = c.far_gbs >= kFarMargin * c.near_gbs ? kernels::kFarRowsAhead : kernels::kNearRowsAhead;
   return c;
 }
