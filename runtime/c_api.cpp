@@ -188,6 +188,7 @@ embedrt_status embedrt_embedder_create_with(const embedrt_model* model, const em
                         " is not EMBEDRT_NONTEMPORAL_AUTO, _ALWAYS or _NEVER");
     }
     if (o.cache_bytes != 0) options.cache_bytes = o.cache_bytes;
+    if (o.min_rows_ahead != 0) options.min_rows_ahead = o.min_rows_ahead;  // Embedder::create checks its range
     for (const uint64_t r : o.reserved) {
       if (r != 0) {
         return fail(error, EMBEDRT_INVALID_ARGUMENT,
@@ -210,6 +211,11 @@ const char* embedrt_embedder_isa(const embedrt_embedder* embedder) {
 const char* embedrt_embedder_prefetch_level(const embedrt_embedder* embedder, size_t output) {
   if (embedder == nullptr || output >= embedder->embedder.model().outputs().size()) return "";
   return embedrt::prefetch_level_name(embedder->embedder.prefetch_level(output)).data();
+}
+
+uint64_t embedrt_embedder_min_rows_ahead(const embedrt_embedder* embedder, size_t output) {
+  if (embedder == nullptr || output >= embedder->embedder.model().outputs().size()) return 0;
+  return embedder->embedder.min_rows_ahead(output);
 }
 
 embedrt_status embedrt_embed(const embedrt_embedder* embedder, const embedrt_request* request, void* out,

@@ -127,9 +127,13 @@ typedef struct embedrt_embedder_options {
   int prefetch_level;   /* an embedrt_prefetch_level value */
   int nontemporal;      /* an embedrt_nontemporal value */
   uint64_t cache_bytes; /* the last-level cache the memory choices assume; 0: the one detected */
+  /* The fewest rows ahead that rows of up to 1 KiB of a table larger than half the cache are
+   * prefetched (embedrt::EmbedderOptions::min_rows_ahead): 0, the calibration's under
+   * EMBEDRT_PREFETCH_AUTO and 4 otherwise; else 4 to 256 (another value is refused, named). */
+  uint64_t min_rows_ahead;
   /* Zero. Later options take these, so that the struct keeps its size and a caller built against
    * this header keeps working; a library that does not know an option refuses it set. */
-  uint64_t reserved[4];
+  uint64_t reserved[3];
 } embedrt_embedder_options;
 /* `options` NULL: the defaults. */
 embedrt_status embedrt_embedder_create_with(const embedrt_model* model, const embedrt_embedder_options* options,
@@ -140,6 +144,9 @@ const char* embedrt_embedder_isa(const embedrt_embedder* embedder);
  * in half the cache, or an ISA without L2 kernels, is "l1" whatever was asked); "" for a NULL
  * embedder or an output past the model's. */
 const char* embedrt_embedder_prefetch_level(const embedrt_embedder* embedder, size_t output);
+/* The fewest rows ahead the kernels prefetch an output's rows of up to 1 KiB (4 for a table that
+ * fits in half the cache); 0 for a NULL embedder or an output past the model's. */
+uint64_t embedrt_embedder_min_rows_ahead(const embedrt_embedder* embedder, size_t output);
 
 /* `out` is a buffer of `out_bytes` bytes (pass sizeof or the allocation's size, not a count of
  * elements) that must hold exactly num_ids * dim values of `out_dtype`, an embedrt_output_dtype

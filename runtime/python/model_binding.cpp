@@ -205,8 +205,21 @@ std::optional<std::uint64_t> read_cache_bytes(nb::handle value) {
   return bytes;
 }
 
+// min_rows_ahead=: None (the machine's choice) or an int; Embedder::create refuses one outside 4-256.
+std::optional<std::uint64_t> read_min_rows_ahead(nb::handle value) {
+  if (value.is_none()) return std::nullopt;
+  if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) raise_invalid("min_rows_ahead", "expected an int or None");
+  const unsigned long long rows = PyLong_AsUnsignedLongLong(value.ptr());
+  if (PyErr_Occurred() != nullptr) {
+    PyErr_Clear();
+    raise_invalid("min_rows_ahead", std::string("expected 4 to 256 rows; got ") + nb::str(value).c_str());
+  }
+  return rows;
+}
+
 void init_model(PyModel* self, nb::handle path, const std::string& residency, bool lock_in_memory,
-                const std::string& prefetch_level, const std::string& nontemporal, nb::handle cache_bytes) {
+                const std::string& prefetch_level, const std::string& nontemporal, nb::handle cache_bytes,
+                nb::handle min_rows_ahead) {
   const std::string file = read_path(path, "path");
   OpenOptions options;
   if (const auto mode = parse_residency(residency)) {
@@ -227,6 +240,7 @@ void init_model(PyModel* self, nb::handle path, const std::string& residency, bo
     raise_invalid("nontemporal", "'" + nontemporal + "'; expected 'auto', 'always' or 'never'");
   }
   embedder_options.cache_bytes = read_cache_bytes(cache_bytes);
+  embedder_options.min_rows_ahead = read_min_rows_ahead(min_rows_ahead);
   std::optional<Result<Model>> model;
   std::optional<Result<Embedder>> embedder;
   {
@@ -481,7 +495,7 @@ void bind_model(nb::module_& m) {
   nb::class_<PyModel>(m, "Model", nb::is_weak_referenceable(), R"(An opened .embt model: memory-mapped, validated, shared by every thread.
 
 Model(path, residency="mmap", lock_in_memory=False, prefetch_level="auto", nontemporal="auto",
-      cache_bytes=None)
+      cache_bytes=None, min_rows_ahead=None)
 
   path: the .embt file (str, bytes or os.PathLike).
   residency: "mmap" maps the file and lets the page cache bring rows in on first use (opening
@@ -494,15 +508,19 @@ Model(path, residency="mmap", lock_in_memory=False, prefetch_level="auto", nonte
     cache: "l1", "l2", or "auto", the level this machine measures faster (once per process: about
     0.1 s and a 64-256 MiB buffer for a moment, which "l1" or "l2" skip). prefetch_levels says
     which one each output uses.
+  min_rows_ahead: the fewest rows ahead that rows of up to 1 KiB of such a table are prefetched,
+    4 to 256 (None: the calibration's under "auto", else 4). min_rows_ahead says what each output
+    uses.
   nontemporal: streaming stores for a call's output: "auto" (when it exceeds half the last-level
     cache), "always" or "never".
-  cache_bytes: the last-level cache those two choices assume, in bytes (None: the one detected;
-    less than the machine's when other work shares it). None of the three changes a result's bits.
+  cache_bytes: the last-level cache these choices assume, in bytes (None: the one detected;
+    less than the machine's when other work shares it). None of them changes a result's bits.
 
 A Model is immutable and thread-safe; close() (or a with block) releases the mapping once the
 calls in flight have finished.)")
       .def("__init__", &init_model, nb::arg("path"), nb::arg("residency") = "mmap", nb::arg("lock_in_memory") = false,
-           nb::arg("prefetch_level") = "auto", nb::arg("nontemporal") = "auto", nb::arg("cache_bytes") = nb::none())
+           nb::arg("prefetch_level") = "auto", nb::arg("nontemporal") = "auto", nb::arg("cache_bytes") = nb::none(),
+           nb::arg("min_rows_ahead") = nb::none())
       .def("embed", &embed, nb::arg("ids").none(), nb::kw_only(), nb::arg("positions") = nb::none(), nb::arg("starts") = nb::none(),
            nb::arg("segments") = nb::none(), nb::arg("out") = nb::none(), nb::arg("dtype") = nb::none(),
            nb::arg("threads") = nb::none(), nb::arg("output") = nb::none(), kEmbedDoc)
@@ -534,6 +552,15 @@ calls in flight have finished.)")
             return levels;
           }, "Where the kernels prefetch each output's rows, by output name: \"l1\" or \"l2\" (prefetch_level=\"auto\" resolved; "
              "a table that fits in half the last-level cache, or an ISA without L2 kernels, is \"l1\" whatever was asked).")
+      .def_prop_ro("min_rows_ahead", [](const PyModel& self) {
+            const std::shared_ptr<const ModelState> state = self.live();
+            nb::dict rows;
+            for (std::size_t k = 0; k < state->model().outputs().size(); ++k) {
+              rows[state->model().outputs()[k].name.c_str()] = state->embedder().min_rows_ahead(k);
+            }
+            return rows;
+          }, "The fewest rows ahead the kernels prefetch each output's rows of up to 1 KiB, by output name "
+             "(min_rows_ahead=None resolved; 4 for a table that fits in half the last-level cache).")
       .def_prop_ro("metadata", [](const PyModel& self) { return to_python(describe::metadata_json(self.live()->model().metadata())); },
                    "The file's metadata as a dict (the \"metadata\" of embedrt.inspect()).")
       .def_prop_ro("outputs", [](const PyModel& self) {

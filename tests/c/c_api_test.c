@@ -82,6 +82,13 @@ int main(int argc, char** argv) {
   {
     embedrt_embedder* chosen = NULL;
     embedrt_embedder_options options;
+    const int64_t few[3] = {7, 0, 9};
+    embedrt_request three;
+    memset(&three, 0, sizeof three);
+    three.ids = few;
+    three.ids_are_int64 = 1;
+    three.num_ids = 3;
+    three.sequences = 1;
     memset(&options, 0, sizeof options);
     options.prefetch_level = 3;
     CHECK(embedrt_embedder_create_with(model, &options, &chosen, &error) == EMBEDRT_INVALID_ARGUMENT);
@@ -97,13 +104,38 @@ int main(int argc, char** argv) {
     embedrt_error_free(error);
     error = NULL;
     options.nontemporal = EMBEDRT_NONTEMPORAL_AUTO;
-    options.reserved[3] = 1; /* an option of a later version */
+    options.reserved[2] = 1; /* an option of a later version */
     CHECK(embedrt_embedder_create_with(model, &options, &chosen, &error) == EMBEDRT_INVALID_ARGUMENT);
     CHECK(error != NULL && strstr(embedrt_error_message(error), "reserved must be zero") != NULL);
     CHECK(chosen == NULL);
     embedrt_error_free(error);
     error = NULL;
-    options.reserved[3] = 0;
+    options.reserved[2] = 0;
+    const uint64_t out_of_range[2] = {3, 257}; /* min_rows_ahead: 0 (the default) or 4-256 */
+    for (int k = 0; k < 2; ++k) {
+      char named[64];
+      snprintf(named, sizeof named, "min_rows_ahead %llu", (unsigned long long)out_of_range[k]);
+      options.min_rows_ahead = out_of_range[k];
+      CHECK(embedrt_embedder_create_with(model, &options, &chosen, &error) == EMBEDRT_INVALID_ARGUMENT);
+      CHECK(error != NULL && strstr(embedrt_error_message(error), named) != NULL);
+      CHECK(chosen == NULL);
+      embedrt_error_free(error);
+      error = NULL;
+    }
+    /* Rows from memory (a cache of 1 byte): the distance asked; cached rows: 4 whatever was asked. */
+    options.min_rows_ahead = 256;
+    options.cache_bytes = 1;
+    CHECK(embedrt_embedder_create_with(model, &options, &chosen, NULL) == EMBEDRT_OK);
+    CHECK(embedrt_embedder_min_rows_ahead(chosen, 0) == 256);
+    CHECK(embedrt_embedder_min_rows_ahead(chosen, 1) == 0); /* past the one output */
+    CHECK(embeds_expected(chosen, &three));
+    embedrt_embedder_free(chosen);
+    options.cache_bytes = 0;
+    CHECK(embedrt_embedder_create_with(model, &options, &chosen, NULL) == EMBEDRT_OK);
+    CHECK(embedrt_embedder_min_rows_ahead(chosen, 0) == 4);
+    embedrt_embedder_free(chosen);
+    options.min_rows_ahead = 0;
+    CHECK(embedrt_embedder_min_rows_ahead(NULL, 0) == 0);
     options.isa = "avx9";
     CHECK(embedrt_embedder_create_with(model, &options, &chosen, NULL) == EMBEDRT_INVALID_ARGUMENT);
     CHECK(embedrt_embedder_create_with(NULL, NULL, &chosen, NULL) == EMBEDRT_INVALID_ARGUMENT);
@@ -113,13 +145,6 @@ int main(int argc, char** argv) {
     CHECK(strcmp(embedrt_embedder_prefetch_level(chosen, 1), "") == 0); /* past the one output */
     embedrt_embedder_free(chosen);
 
-    const int64_t few[3] = {7, 0, 9};
-    embedrt_request three;
-    memset(&three, 0, sizeof three);
-    three.ids = few;
-    three.ids_are_int64 = 1;
-    three.num_ids = 3;
-    three.sequences = 1;
     const char* isas[2] = {"scalar", NULL};
     for (int k = 0; k < 2; ++k) {
       options.isa = isas[k];

@@ -274,11 +274,13 @@ def test_sigterm(server):
 
 def test_copy_residency(work):
     """--residency copy: the served copy outlives a truncation and a rewrite in place; it keeps
-    serving (ready) until a reload asks for the new file. (With --prefetch-level l2, which changes
-    no number: the kernels of both levels are checked against the reference in embedrt_tests.)"""
+    serving (ready) until a reload asks for the new file. (With --prefetch-level l2 and
+    --min-rows-ahead 64, which change no number: the kernels of both levels and distances are
+    checked against the reference in embedrt_tests.)"""
     path = os.path.join(work, "copy.embt")
     write_model(path, 1)
-    server = Server(path, "--residency", "copy", "--threads", "2", "--prefetch-level", "l2")
+    server = Server(path, "--residency", "copy", "--threads", "2", "--prefetch-level", "l2",
+                    "--min-rows-ahead", "64")
     try:
         ids = [[5, 6, 7]]
         status, doc = server.infer({"inputs": [ids_input(ids)]}, name="copy")
@@ -308,14 +310,21 @@ def test_copy_residency(work):
         log = server.proc.communicate(timeout=20)[1]
     check("copy: the log says the file changed and the copy serves",
           "residency copy" in log and "changed in place" in log and "from its copy" in log, log[-800:])
-    # The level the kernels use, resolved: l2 was asked, but a table this small stays in the cache.
-    check("copy: the log names the prefetch level in use", "residency copy, prefetch l1)" in log, log[-800:])
+    # The level and distance the kernels use, resolved: l2 and 64 rows were asked, but a table this
+    # small stays in the cache (L1, 4 rows).
+    check("copy: the log names the prefetch level and distance in use",
+          "residency copy, prefetch l1, rows ahead 4)" in log, log[-800:])
     r = subprocess.run([CLI, "serve", path, "--residency", "huge", "--port", str(free_port())],
                        capture_output=True, text=True, timeout=20)
     check("an unknown --residency is a usage error naming it", r.returncode == 2 and "huge" in r.stderr, r.stderr)
     r = subprocess.run([CLI, "serve", path, "--prefetch-level", "l3", "--port", str(free_port())],
                        capture_output=True, text=True, timeout=20)
     check("an unknown --prefetch-level is a usage error naming it", r.returncode == 2 and "l3" in r.stderr, r.stderr)
+    for rows in ("3", "257"):
+        r = subprocess.run([CLI, "serve", path, "--min-rows-ahead", rows, "--port", str(free_port())],
+                           capture_output=True, text=True, timeout=20)
+        check(f"--min-rows-ahead {rows} is a usage error naming it",
+              r.returncode == 2 and "--min-rows-ahead" in r.stderr and rows in r.stderr, r.stderr)
 
 
 with tempfile.TemporaryDirectory() as work:

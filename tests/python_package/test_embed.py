@@ -217,10 +217,11 @@ def test_residency_copy_is_immune_to_the_file(gpt2_like, tmp_path):
 
 
 def test_memory_choices_change_no_value(gpt2_like):
-    """prefetch_level, nontemporal and cache_bytes reach the Embedder (prefetch_levels reads back
-    its choice) and never change a result: this table of a few KiB is cached, so its rows go to L1
-    whatever was asked, unless the cache is said to be one byte; then L2 is taken where asked if the
-    ISA has L2 kernels (the wheel compiles them). threads= makes another Embedder: the same choices."""
+    """prefetch_level, nontemporal, cache_bytes and min_rows_ahead reach the Embedder
+    (prefetch_levels and min_rows_ahead read back its choices) and never change a result: this
+    table of a few KiB is cached, so its rows go to L1 whatever was asked, unless the cache is said
+    to be one byte; then L2 is taken where asked if the ISA has L2 kernels (the wheel compiles
+    them). threads= makes another Embedder: the same choices."""
     path, tok, pos = gpt2_like
     expected = gpt2_reference(tok, pos, IDS)
     for level in ("auto", "l1", "l2"):
@@ -236,6 +237,13 @@ def test_memory_choices_change_no_value(gpt2_like):
                         assert model.prefetch_levels["embeddings"] in ("l1", "l2")
                     np.testing.assert_array_equal(model.embed(IDS), expected)
                     np.testing.assert_array_equal(model.embed(IDS, threads=1), expected)
+    # min_rows_ahead: as asked for rows from memory (a cache of one byte), 4 for cached rows.
+    for rows in (None, 4, 256):
+        for cache in (None, 1):
+            with embedrt.Model(path, prefetch_level="l2", min_rows_ahead=rows, cache_bytes=cache) as model:
+                assert model.min_rows_ahead == {"embeddings": 4 if cache is None or rows is None else rows}
+                np.testing.assert_array_equal(model.embed(IDS), expected)
+                np.testing.assert_array_equal(model.embed(IDS, threads=1), expected)
 
 
 def test_module_information():

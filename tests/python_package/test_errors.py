@@ -206,6 +206,14 @@ def test_files_that_cannot_be_opened(tmp_path, gpt2_like):
             embedrt.Model(gpt2_like[0], cache_bytes=bad)
     with pytest.raises(embedrt.InvalidArgumentError, match="cache_bytes: expected an int or None"):
         embedrt.Model(gpt2_like[0], cache_bytes=True)
+    for bad in (-1, 2**64):
+        with pytest.raises(embedrt.InvalidArgumentError, match=f"min_rows_ahead: expected 4 to 256 rows; got {bad}"):
+            embedrt.Model(gpt2_like[0], min_rows_ahead=bad)
+    for bad in (0, 3, 257):
+        with pytest.raises(embedrt.InvalidArgumentError, match=rf"min_rows_ahead {bad} is outside \[4, 256\]"):
+            embedrt.Model(gpt2_like[0], min_rows_ahead=bad)
+    with pytest.raises(embedrt.InvalidArgumentError, match="min_rows_ahead: expected an int or None"):
+        embedrt.Model(gpt2_like[0], min_rows_ahead=8.0)
 
 
 def test_damaged_table_is_found_by_verify(tmp_path, gpt2_like):

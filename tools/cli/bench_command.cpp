@@ -877,9 +877,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print one JSON object");
   add_nontemporal_option(cmd, args->nontemporal);
   add_prefetch_level_option(cmd, args->prefetch_level);
-  cmd->add_option("--min-rows-ahead", args->min_rows_ahead,
-                  "the fewest rows ahead that rows of up to 1 KiB of a table larger than half the last-level cache are prefetched (default: the calibration's under --prefetch-level auto, else 4)")
-      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{256}));
+  add_min_rows_ahead_option(cmd, args->min_rows_ahead);
   cmd->add_option("--id-sets", args->id_sets, "random id batches rotated between calls (default 8)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
   cmd->add_option("--out-sets", args->out_sets, "output buffers rotated between calls (default 1)")

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,14 @@ inline void add_prefetch_level_option(CLI::App* cmd, PrefetchLevel& level) {
          "level this machine measures faster, once per process), l1 or l2 (README: Choosing the prefetch level)")
       ->check(CLI::IsMember(names_of<PrefetchLevel, prefetch_level_name>(
           {PrefetchLevel::kAuto, PrefetchLevel::kL1, PrefetchLevel::kL2})));
+}
+
+// --min-rows-ahead N (EmbedderOptions::min_rows_ahead); one definition for bench and serve.
+inline void add_min_rows_ahead_option(CLI::App* cmd, std::optional<std::uint64_t>& rows) {
+  cmd->add_option("--min-rows-ahead", rows,
+                  "the fewest rows ahead that rows of up to 1 KiB of a table larger than half the last-level cache "
+                  "are prefetched, 4-256 (default: the calibration's under --prefetch-level auto, else 4)")
+      ->check(CLI::Range(std::uint64_t{4}, std::uint64_t{256}));
 }
 
 // --nontemporal auto|always|never (EmbedderOptions::nontemporal).

@@ -34,7 +34,8 @@ Runner add_serve_command(CLI::App& app) {
                   "gRPC inference calls in progress at once; more get UNAVAILABLE (default 1024)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 20));
   add_open_options(cmd, options->open, true);
-  add_prefetch_level_option(cmd, options->prefetch_level);
+  add_prefetch_level_option(cmd, options->embedder.prefetch_level);
+  add_min_rows_ahead_option(cmd, options->embedder.min_rows_ahead);
   cmd->add_option("--threads", options->threads, "inference worker threads (default: one per hardware thread)")
       ->check(CLI::Range(1u, 1024u));
   cmd->add_option("--max-batch-tokens", options->max_batch_tokens, "largest batch x length accepted (default 65536)")

@@ -19,7 +19,7 @@ std::uint64_t default_max_body_bytes(std::uint64_t max_batch_tokens) {
 
 Status run_server(const ServerOptions& options) {
   InflightBudget budget(options.max_inflight_bytes);
-  Service service({options.model_path, options.name, options.max_batch_tokens, options.open, options.prefetch_level},
+  Service service({options.model_path, options.name, options.max_batch_tokens, options.open, options.embedder},
                   budget);
   if (Status s = service.load(); !s) return s;
   HttpLimits limits;

@@ -20,7 +20,8 @@ struct ServerOptions {
   // server reads the file once at startup instead of in its first requests (measured: Gemma-3's
   // first request 2.2 s from a cold page cache when faulted lazily), and processes still share it.
   OpenOptions open{.residency = Residency::kPopulate};
-  PrefetchLevel prefetch_level = PrefetchLevel::kAuto;  // EmbedderOptions::prefetch_level
+  // The embedder's memory choices: prefetch level and distance (--prefetch-level, --min-rows-ahead).
+  EmbedderOptions embedder;
   std::string host = "127.0.0.1";
   int port = 8080;
   std::optional<int> grpc_port;  // KServe v2 over gRPC as well, when given

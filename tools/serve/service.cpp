@@ -112,16 +112,16 @@ Service::Service(const ServiceOptions& options, InflightBudget& budget)
     : options_(options), budget_(budget), inference_(slot_, budget, options.max_batch_tokens) {}
 
 Status Service::load() {
-  const Status s = slot_.load(options_.name, options_.model_path, options_.open,
-                                {.prefetch_level = options_.prefetch_level});
+  const Status s = slot_.load(options_.name, options_.model_path, options_.open, options_.embedder);
   metrics_.record_reload(s.ok());
   if (s) {
     auto model = slot_.get();
-    std::fprintf(stderr, "embedrt serve: model '%s' generation %llu from %s (isa %s, residency %s, prefetch %s)\n",
+    std::fprintf(stderr, "embedrt serve: model '%s' generation %llu from %s (isa %s, residency %s, prefetch %s, rows ahead %llu)\n",
                  options_.name.c_str(), static_cast<unsigned long long>(model->generation),
                  options_.model_path.c_str(), std::string(isa_name(model->embedder.isa())).c_str(),
                  std::string(residency_name(model->embedder.model().file().residency())).c_str(),
-                 std::string(prefetch_level_name(model->embedder.prefetch_level())).c_str());
+                 std::string(prefetch_level_name(model->embedder.prefetch_level())).c_str(),
+                 static_cast<unsigned long long>(model->embedder.min_rows_ahead()));
   } else if (slot_.get()) {  // (a failed first load is the caller's error to report)
     std::fprintf(stderr, "embedrt serve: reload refused, %s: %s\n",
                  slot_.ready() ? "still serving the previous model" : "not ready until a reload succeeds",

@@ -21,7 +21,7 @@ struct ServiceOptions {
   std::string name;
   std::uint64_t max_batch_tokens = 65536;
   OpenOptions open;
-  PrefetchLevel prefetch_level = PrefetchLevel::kAuto;
+  EmbedderOptions embedder;  // every load creates its Embedder with these
 };
 
 class Service final : public RequestHandler {
