@@ -189,12 +189,13 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
     //    (normalized, weighted, 16-bit outputs), the same prefetch on the first pass;
     //  - 65 (SSE4.2), 128 and 256 (AVX2 and SSE4.2 16-bit and quantized), 300 (AVX2 and SSE4.2
     //    quantized, AVX-512 16-bit and int8), 769 and 1024 (AVX-512 16-bit and int8; AVX2 and SSE4.2
-    //    int4 769): block passes, in tiles of rows but with AVX-512 16-bit rows, which a plain
+    //    int8, and int4 769): block passes, in tiles of rows but with AVX-512 16-bit rows, which a plain
     //    request pools 30 vectors a pass at 769 (30 + 18) and 1024 (30 + 30 + 4), others 28
     //    (28 + 20, 28 + 28 + 8; the test below);
     //  - 300 with AVX-512 int4: rows pooled from L1 copies of 16 ids at a time (RowStage), which the
     //    ragged set's bag of 14 and the uniform set's bags of 8 cross;
-    //  - the rest (f32 rows wider than the registers, 2100): pool_rows.
+    //  - the rest (f32 rows wider than the registers, AVX2 and SSE4.2 16-bit 769 and 1024, 2100):
+    //    pool_rows.
     for (std::uint64_t dim : {1, 7, 17, 32, 64, 65, 128, 200, 208, 256, 300, 769, 1024, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,

@@ -11,7 +11,8 @@
 // the L2's stream prefetcher can follow it (pooling a block of registers over all the rows, then
 // the next block, read every row once per block, each time 512 bytes from a different place);
 // except that 16-bit and quantized rows of at most 512 bytes with 16 registers (AVX2, SSE4.2),
-// and 16-bit and int8 rows of at most kChunkFloats values with AVX-512, are pooled a block of
+// 16-bit rows of at most kChunkFloats values with AVX-512, and int8 rows of at most kChunkFloats
+// values with every vector ISA (takes_block_passes), are pooled a block of
 // registers at a time, a pass over the rows per block, each pass prefetching its own columns of
 // the rows ahead; of a bag of more than 12 ids, 12 rows at a time when a block is at most 6 lines of
 // a row (pool_block_passes). So are AVX-512 16-bit rows of 13-24 vectors from a table in memory,
@@ -676,13 +677,38 @@ constexpr std::uint64_t block_pass_vectors(std::uint64_t vectors, bool memory_bl
   if (memory_blocks) return kMemoryBlockPassVectors;
   return vectors > 2 * kBlockPassVectors<TD> ? kWideBlockPassVectors<TD, P> : kBlockPassVectors<TD>;
 }
-// Such a row is one chunk (int4 holds 2 codes a byte; AVX-512 asks for at most kChunkFloats values),
-// so only the first chunk's pass prefetches.
+// Such a row is one chunk (int4 holds 2 codes a byte; AVX-512 and int8 rows ask for at most
+// kChunkFloats values), so only the first chunk's pass prefetches.
 static_assert(2 * kBlockPassRowBytes <= kChunkFloats);
 
 template <DType TD>
 constexpr bool kPoolsInBlockPasses = ((Traits::kWidth == 4 || Traits::kWidth == 8) && TD != DType::kF32) ||
                                       (Traits::kWidth == 16 && TD != DType::kF32 && TD != DType::kInt4Rowwise);
+
+// Whether rows of `dim` values (`table_row_bytes` with a quantized row's scale and bias) of more
+// vectors than the registers pool go in block passes: see kBlockPassRowBytes. int8 rows of up to a
+// chunk do with AVX2 and SSE4.2 too, since tiles keep a tile's 12 rows (10 KiB of int8 768) in L1
+// for every pass; pool_rows reads 8 rows side by side, yet from memory pooled them at about 60% of
+// the in-order rate (why is not known: no counters in that VM). Measured on a 32 MiB-L3 Zen 3
+// (bench/ab.py, 1 thread, tables 3.7-4.2x the LLC, one output buffer, 5 rounds, against pool_rows):
+// AVX2 int8 768 bags of 8 / 32 / 128 1.45x / 1.56x / 1.58x (2 threads, wall clock, 7 rounds: 1.48x
+// / 1.57x / 1.50x), outputs rotating 1.45x, mean + normalize 1.53x, weighted 1.36x, int8 512 1.49x,
+// int8 600 1.52x, int8 1000 (a tail) 1.44x, int8 1024 1.51x; cached (0.1x the LLC) 1.03-1.06x;
+// SSE4.2 (forced) int8 768 1.34x / 1.37x, cached 1.00x; controls int8 256, f16 768 1.01-1.02x. (The
+// int8 768 0.76x above was before tiles.) 16-bit rows so lost in the LLC: f16 768 cached 0.82x, f16
+// 512 0.86x, bf16 768 at 0.4x the LLC 0.93x, and f16 1000 from memory 0.92x, while f16 768 and 512
+// from memory gained 1.01-1.04x and bf16 768 1.21x; they keep pool_rows. Short bags' block passes 24
+// ids ahead rather than 12 (memory_block_distance) gave int8 768 bags of 8 / 16 1.03x / 1.01x.
+template <DType TD>
+constexpr bool takes_block_passes(std::uint64_t dim, std::uint64_t table_row_bytes) {
+  if constexpr (!kPoolsInBlockPasses<TD>) {
+    return false;
+  } else if constexpr (Traits::kWidth == 16 || TD == DType::kInt8Rowwise) {
+    return dim <= kChunkFloats;
+  } else {
+    return table_row_bytes <= kBlockPassRowBytes;
+  }
+}
 
 // The block passes' prefetch plan, `distance` ids ahead (kBlockPassDistance, or for memory block
 // passes memory_block_distance's), for the range's first rows: the first block's lines, or the
@@ -913,9 +939,7 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   // (kRegisterVectors, or kMemoryBlockPassVectors for memory_block_passes' rows).
   const bool memory_blocks = memory_block_passes<TD>(a, dim / W);
   const std::uint64_t register_vectors = memory_blocks ? kMemoryBlockPassVectors : kRegisterVectors<TD>;
-  const bool block_passes =
-      kPoolsInBlockPasses<TD> && (W == 16 ? dim <= kChunkFloats : table_row_bytes <= kBlockPassRowBytes) &&
-      dim / W > register_vectors;
+  const bool block_passes = takes_block_passes<TD>(dim, table_row_bytes) && dim / W > register_vectors;
   // A plain request into an f32 output without normalization, of rows of whole vectors that fit in
   // the registers, goes to pool_bags_in_registers.
   constexpr bool kPoolInPlace = OD == OutputDType::kF32;
