@@ -274,7 +274,9 @@ TEST_CASE("kernels match the reference: every ISA x table dtype x output dtype x
 
 TEST_CASE("model variants: segments, OPT offset, no positions, Gemma scale, LayerNorm") {
   std::uint32_t seed = 100;
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
+  // Each variant's sum has its own loop in the kernel (embed_row's Sum): a row alone, times the token
+  // scale, plus the position, or the general one.
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
     for (std::uint64_t dim : {3u, 768u, 769u}) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(dim);
