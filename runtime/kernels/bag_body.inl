@@ -688,8 +688,8 @@ constexpr bool kPoolsInBlockPasses = ((Traits::kWidth == 4 || Traits::kWidth == 
 // Whether rows of `dim` values (`table_row_bytes` with a quantized row's scale and bias) of more
 // vectors than the registers pool go in block passes: see kBlockPassRowBytes. int8 rows of up to a
 // chunk do with AVX2 and SSE4.2 too, since tiles keep a tile's 12 rows (10 KiB of int8 768) in L1
-// for every pass; pool_rows reads 8 rows side by side, yet from memory pooled them at about 60% of
-// the in-order rate (why is not known: no counters in that VM). Measured on a 32 MiB-L3 Zen 3
+// for every pass; pool_rows reads 8 rows side by side, yet from memory pooled them at 53-60% of the
+// bag roofline (why is not known: no counters in that VM). Measured on a 32 MiB-L3 Zen 3
 // (bench/ab.py, 1 thread, tables 3.7-4.2x the LLC, one output buffer, 5 rounds, against pool_rows):
 // AVX2 int8 768 bags of 8 / 32 / 128 1.45x / 1.56x / 1.58x (2 threads, wall clock, 7 rounds: 1.48x
 // / 1.57x / 1.50x), outputs rotating 1.45x, mean + normalize 1.53x, weighted 1.36x, int8 512 1.49x,
