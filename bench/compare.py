@@ -153,7 +153,7 @@ parser.add_argument("--work", default=None, help="where generated models go (def
 parser.add_argument("--from-json", default=None, help="measure nothing: write the report of an earlier run's compare.json")
 parser.add_argument("--prefetch-level", choices=("auto", "l1", "l2"), default="auto",
                     help="embedrt's rows of tables past half the LLC prefetched into L1 or L2, or as the machine's "
-                         "calibration chooses (the default; README: choosing the prefetch level)")
+                         "calibration chooses (the default; docs/BENCHMARKS.md: choosing the prefetch level)")
 parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: per call, the process's CPU time divided by its threads instead of wall time. On a busy "
                          "machine a long call waits for other processes' time slices and a short one mostly does not; "

@@ -8,7 +8,7 @@
 // So is how far ahead rows of at most 1 KiB are prefetched (KernelArgs::min_rows_ahead): on a
 // 480 MiB-L3 Intel Xeon guest, at least 32 rows ahead rather than about 8 KiB of rows (8 rows of
 // 1 KiB, 16 of 512 bytes) pooled f32 256 bags 1.21-1.26x and f32 128 bags 1.60-1.65x (bench/ab.py,
-// 1 thread, tables 3.9x the LLC; README, "The 480 MiB-L3 Xeon again"), where on a Zen 5 16 rows of
+// 1 thread, tables 3.9x the LLC; docs/BENCHMARKS.md, "The 480 MiB-L3 Xeon again"), where on a Zen 5 16 rows of
 // 1 KiB against 8 had copied 0.95x as fast. Measured after the level, with that level's bag kernel:
 // random 1 KiB rows pooled in bags of 32, the two distances in interleaved rounds.
 #include "prefetch_calibration.hpp"

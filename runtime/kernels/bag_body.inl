@@ -272,7 +272,7 @@ struct Bag {
 // the row ahead line by line, each line after the first load from the same line of this row (as
 // interleaves_prefetch's whole rows, and as FBGEMM's JIT kernels do), rather than all of them at
 // the top of the row (Bag::prefetch_columns_ahead_of); the same distance, kBlockPassDistance ids.
-// Measured on a 32 MiB-L3 Zen 5 host whose random rows read slowly (README: a second Zen 5 host;
+// Measured on a 32 MiB-L3 Zen 5 host whose random rows read slowly (docs/BENCHMARKS.md: a second Zen 5 host;
 // bench/ab.py, 1 thread, tables 3.9x the LLC, one output buffer, 7 rounds, against the top of the
 // row; two runs): int8 768 bags of 8 / 32 / 128 1.015-1.049x / 1.114-1.129x / 1.107-1.116x, int8
 // 512 bags of 32 1.095-1.100x, f16 768 bags of 8 / 32 1.030-1.046x / 1.010-1.020x, mean + normalize

@@ -42,7 +42,7 @@ inline void add_prefetch_level_option(CLI::App* cmd, PrefetchLevel& level) {
   cmd->add_option_function<std::string>(
          "--prefetch-level", [&level](const std::string& name) { level = parse_prefetch_level(name).value(); },
          "where the rows of a table larger than half the last-level cache are prefetched: auto (default: the "
-         "level this machine measures faster, once per process), l1 or l2 (README: Choosing the prefetch level)")
+         "level this machine measures faster, once per process), l1 or l2 (docs/BENCHMARKS.md: Choosing the prefetch level)")
       ->check(CLI::IsMember(names_of<PrefetchLevel, prefetch_level_name>(
           {PrefetchLevel::kAuto, PrefetchLevel::kL1, PrefetchLevel::kL2})));
 }
