@@ -907,7 +907,7 @@ void embed_tokens(const KernelArgs& a, std::uint64_t begin, std::uint64_t end) {
   std::byte* const out_base = static_cast<std::byte*>(a.out);
   StepOrder order(a, begin);
   PositionCursor positions(a, begin);  // token order's positions
-  const auto position_row = [&]() -> const std::byte* {
+  const auto position_row = [&]() __attribute__((always_inline)) -> const std::byte* {
     if (a.position == nullptr) return nullptr;
     const std::uint64_t p = order.position_major() ? a.start + order.column() + a.position_offset : positions.next();
     return a.position + p * a.position_stride;
