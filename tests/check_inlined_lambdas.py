@@ -2,8 +2,9 @@
 
 usage: check_inlined_lambdas.py NM LIBRARY   (a Release build of libembedrt.a, GCC)
 
-The kernels (runtime/kernels/*.inl) build their loops from lambdas and mark each one
-always_inline. One left unmarked is inlined or not at GCC's whim, and when it is not, its loop
+The kernels (runtime/kernels/*.inl) build their loops from lambdas and mark those that run per
+row or per vector always_inline. One left unmarked is inlined or not at GCC's whim, and when it
+is not, its loop
 reads every captured pointer and scale from memory once a vector, because the output's byte
 stores may alias them: 6bb08f9 added two such lambdas, GCC outlined them for int4 rows and for
 int8 rows into bf16, and those gathers ran at 0.52-0.85x until 63fed59 marked them. No timed test
@@ -16,13 +17,26 @@ import sys
 
 nm, library = sys.argv[1], sys.argv[2]
 symbols = subprocess.run([nm, "-C", "--defined-only", library], capture_output=True, text=True, check=True).stdout
-# A template function's demangled name may begin with its return type ("auto ...", "void ...").
-kernel = re.compile(r"^[0-9a-f]+ [tTwW] (?:\S+ )?(embedrt::kernels::[a-z0-9_]+::.*)$")
-kernel_symbols = [m.group(1) for line in symbols.splitlines() if (m := kernel.match(line))]
+definition = re.compile(r"^[0-9a-f]+ [tTwW] (.*)$")
+unit = re.compile(r"embedrt::kernels::[a-z0-9_]+::")
+
+
+def in_kernel_unit(name):
+    # A template function's demangled name may begin with its return type ("auto ", "void ",
+    # "std::byte const* "), never with a '<' or '(': a kernel name inside another function's
+    # template arguments (oneTBB's task types over KernelArgs) is not a kernel function.
+    m = unit.search(name)
+    return m is not None and "<" not in name[:m.start()] and "(" not in name[:m.start()]
+
+
+kernel_symbols = [m.group(1) for line in symbols.splitlines() if (m := definition.match(line)) and in_kernel_unit(m.group(1))]
 gathers = [s for s in kernel_symbols if "embed_tokens<" in s]
 if not gathers:
     sys.exit(f"check_inlined_lambdas: no kernel's embed_tokens in {library}: is this the library?")
-outlined = [s for s in kernel_symbols if "{lambda" in s]
+# A lambda's own body is "...::{lambda(...)#N}::operator()..." (or its static thunk _FUN); a
+# function that merely takes a lambda as a template argument names it inside its '<...>'.
+lambda_body = re.compile(r"\{lambda\([^{}]*\)#\d+\}::(operator\(\)|_FUN)")
+outlined = [s for s in kernel_symbols if lambda_body.search(s)]
 for s in outlined:
     print("outlined:", s[:400])
 print(f"{len(kernel_symbols)} kernel functions, {len(gathers)} gathers, {len(outlined)} outlined lambdas")

@@ -171,7 +171,7 @@ enum class PrefetchLevel {
   kL1,  // into L1 (x86 prefetcht0), as FBGEMM's kernels
   // Only as far as L2 (prefetcht1). Machines differ: on a Zen 5 guest whose random reads from
   // memory are slow (163 ns per miss) L2 gathered and pooled 1.1-2.9x faster; on another Zen 5 it
-  // lost, 0.88-0.90x (README, "Choosing the prefetch level").
+  // lost, 0.88-0.90x (docs/BENCHMARKS.md, "Choosing the prefetch level").
   kL2,
   // The default: the level this machine's calibration chose (prefetch_calibration), measured by
   // the first Embedder that has a table larger than half the LLC and L2 kernels to choose.

@@ -610,13 +610,16 @@ __attribute__((always_inline)) inline void embed_row(const KernelArgs& a, const 
   // int8 1.12x, f16 1.19x, bf16 1.35x; from tables 3.9x the LLC int4 1.13x, int8 1.10x, f16 1.18x,
   // bf16 2048 1.15x; bf16 768 times its scale 1.15x (cached 1.16x); with 2 threads, where both
   // cores wait on memory, f16 768 1.02x, int4 768 1.01x; controls GPT-2 f32 + positions 0.98-1.01x,
-  // f32 768 copies (another loop) 0.97x.
-  // Both lambdas are forced inline: with four sums GCC made them functions for some row types
-  // (int4 into any output, int8 into bf16), whose loops reloaded the captured row pointers, scales
-  // and the int4 lookup table every vector, as the byte stores might alias them. Inlined, against
-  // that (32 MiB-L3 Zen 5, AVX-512, 1 thread, 5 rounds): int4 768 -> f32 in the LLC 1.19x, -> f16
-  // from 4.4x the LLC 2.18x, int8 768 -> bf16 in the LLC 1.94x, int4 GPT-2 + positions -> bf16
-  // 1.82x; forced AVX2 int4 1.37x, GPT-2 f32 + positions 1.05x; the rest 1.00-1.02x.
+  // f32 768 copies (another loop) 0.97x. On a 32 MiB-L3 Zen 5 with AVX-512 (same A/B): int8 and
+  // int4 768 -> bf16 in the LLC 1.77x and 1.82x, int4 -> f16 from memory 1.36x, int4 -> f32 in the
+  // LLC 1.06x; into f32 from memory, GPT-2 f32 + positions and f32 copies 0.98-1.05x.
+  // Both lambdas are forced inline (kernels.inlined_lambdas checks): with four sums GCC made them
+  // functions for int4 rows into any output and int8 rows into bf16, whose loops reloaded the
+  // captured row pointers and scales, and rebuilt the int4 lookup table, every vector, as the byte
+  // stores might alias them. Inlined, against that (the same Zen 5): int4 768 -> f32 in the LLC
+  // 1.19x, from memory 1.07x, -> f16 from memory 2.18x, -> bf16 1.84x, int8 768 -> bf16 1.94x, int4
+  // GPT-2 + positions -> bf16 1.82x; forced AVX2: int4 1.37x, int8 -> bf16 1.30x, GPT-2 f32 +
+  // positions 1.05x; int8, f16 and bf16 768 -> f32 1.00-1.02x.
   enum class Sum { kToken, kScaledToken, kTokenPlusPosition, kGeneral };
   const auto body = [&]<bool kOddHead, Sum kSum>() __attribute__((always_inline)) {
     for (std::uint64_t j = head; j < body_end; j += W) {
