@@ -16,7 +16,8 @@
 // registers at a time, a pass over the rows per block, each pass prefetching its own columns of
 // the rows ahead; of a bag of more than 12 ids, 12 rows at a time when a block is at most 6 lines of
 // a row (pool_block_passes). So are AVX-512 16-bit rows of 13-24 vectors from a table in memory,
-// in blocks of 12 vectors, though 16 would fit the registers (memory_block_passes).
+// in blocks of 12 vectors, though 16 would fit the registers, when the host's random reads are slow
+// (memory_block_passes).
 // Quantized rows of at most 5 lines that pool_rows pools (AVX-512 int4 dims 272-632; the scalar
 // build) are copied into L1 first, 16 ids at a time (RowStage, in kernel_body.inl).
 // Either way each element takes the rows in the order of the ids, so it sees exactly the
@@ -648,12 +649,24 @@ constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlock * Traits::kWidth) <= k
 // Tried and not kept: the first pass prefetching the whole row ahead (later passes none) gained
 // less with 1 thread (1.02-1.14x) and lost as much with 2; the registers' row ahead 24 or 32 rows
 // ahead instead of 16: 0.96-1.02x.
+// That host's random reads are slow (PrefetchLevel::kAuto's calibration there: random rows at 9.6
+// GB/s prefetched into L1, 17.2 into L2, so the L2 set). On a third Zen 5 whose reads are fast
+// (25.9 and 24.5 GB/s, so the L1 set) the passes lost to the registers (bench/ab.py, 1 thread, cpu
+// clock, tables 3.9x the LLC, one output buffer, 5 rounds, registers / passes, 2637a34): f16 256
+// bags of 8 / 32 / 128 1.124x / 1.164x / 1.161x, mean + normalize 1.149x, bf16 256 1.182x, f16 224
+// bags of 8 1.034x; 2 threads (wall clock, 7 rounds) 1.091x / 1.182x / 1.160x; with the L2 set
+// forced there 1.046x. So rows that fit the registers take the passes only in the L2 set
+// (kPrefetchesIntoL2), the set a host with slow reads runs; wider rows take them in both: there f16
+// 384 in untiled blocks of 16 against the passes ran 0.987x [0.97-0.99].
 constexpr std::uint64_t kMemoryBlockPassVectors = 12;
 static_assert(kTilesBlockPasses<DType::kF16, kMemoryBlockPassVectors>);
+template <typename T>
+constexpr bool kPrefetchesIntoL2 = requires { requires T::kIntoL2; };  // prefetch_l2_kernels.inl
 template <DType TD>
 inline bool memory_block_passes(const PoolArgs& a, std::uint64_t row_vectors) noexcept {
   return kHalfRowsIn512<TD> && a.token_rows_from_memory && row_vectors > kMemoryBlockPassVectors &&
-         row_vectors <= 2 * kMemoryBlockPassVectors;
+         row_vectors <= 2 * kMemoryBlockPassVectors &&
+         (kPrefetchesIntoL2<Traits> || row_vectors > kRegisterVectors<TD>);
 }
 // Such rows in bags shorter than two tiles on the average (fewer than 24 ids) are prefetched 24 ids
 // ahead rather than 12: there a bag's two passes end before the rows 12 ids ahead have arrived.

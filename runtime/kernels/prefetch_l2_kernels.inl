@@ -23,6 +23,7 @@
 
 template <typename Base>
 struct PrefetchIntoL2 : Base {
+  static constexpr bool kIntoL2 = true;  // kPrefetchesIntoL2 (bag_body.inl)
   static void prefetch(const std::byte* p) { __builtin_prefetch(p, 0, 2); }  // prefetcht1
 };
 
