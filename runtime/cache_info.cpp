@@ -1,21 +1,15 @@
 #include "embedrt/cache_info.hpp"
 
+#include "first_line.hpp"
+
 #include <unistd.h>
 
 #include <charconv>
-#include <fstream>
 #include <set>
 #include <string_view>
 
 namespace embedrt {
 namespace {
-
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 // The leading decimal number of `text` (0 when there is none); `rest` gets what follows it.
 std::uint64_t leading_number(std::string_view text, std::string_view* rest = nullptr) {
@@ -62,15 +56,15 @@ CacheInfo detect() {
   CacheInfo info;
   for (int index = 0; index < 16; ++index) {
     const std::string dir = cache_dir(0, index);
-    const std::string level = read_line(dir + "level");
+    const std::string level = detail::first_line(dir + "level");
     if (level.empty()) break;
-    if (read_line(dir + "type") == "Instruction") continue;
+    if (detail::first_line(dir + "type") == "Instruction") continue;
     const int l = static_cast<int>(leading_number(level));
-    const std::uint64_t bytes = parse_size(read_line(dir + "size"));
+    const std::uint64_t bytes = parse_size(detail::first_line(dir + "size"));
     if (l >= info.level && bytes > 0) {
       info.level = l;
       info.bytes = bytes;
-      info.shared_by_cpus = count_cpus(read_line(dir + "shared_cpu_list"));
+      info.shared_by_cpus = count_cpus(detail::first_line(dir + "shared_cpu_list"));
     }
   }
   if (info.bytes > 0) {
@@ -81,10 +75,10 @@ CacheInfo detect() {
     for (long cpu = 0; cpu < cpus; ++cpu) {
       for (int index = 0; index < 16; ++index) {
         const std::string dir = cache_dir(cpu, index);
-        const std::string level = read_line(dir + "level");
+        const std::string level = detail::first_line(dir + "level");
         if (level.empty()) break;
-        if (static_cast<int>(leading_number(level)) == info.level && read_line(dir + "type") != "Instruction") {
-          distinct.insert(read_line(dir + "shared_cpu_list"));
+        if (static_cast<int>(leading_number(level)) == info.level && detail::first_line(dir + "type") != "Instruction") {
+          distinct.insert(detail::first_line(dir + "shared_cpu_list"));
         }
       }
     }

@@ -1,5 +1,7 @@
 #include "machine.hpp"
 
+#include "first_line.hpp"
+
 #include <unistd.h>
 
 #include <fstream>
@@ -12,13 +14,6 @@
 
 namespace embedrt::perf {
 namespace {
-
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
 
 void add_smaps_field(MemoryUse& use, const std::string& line) {
   std::istringstream fields(line);
@@ -35,7 +30,7 @@ void add_smaps_field(MemoryUse& use, const std::string& line) {
 
 
 std::string transparent_hugepage_mode() {
-  const std::string line = read_line("/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::string line = detail::first_line("/sys/kernel/mm/transparent_hugepage/enabled");
   const auto open = line.find('['), close = line.find(']');
   if (open == std::string::npos || close == std::string::npos || close < open) return "unavailable";
   return line.substr(open + 1, close - open - 1);
