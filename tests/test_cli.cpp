@@ -225,7 +225,9 @@ TEST_CASE("bench: sizes against the LLC, the case's roofline, cold decode beside
   const bool l2_ways = perf::has_prefetch_l2_roofline(parse_isa(doc["isa"].get<std::string>()).value());
   CHECK(doc["prefetch_levels_tried"] ==
         (l2_ways ? nlohmann::json::array({"l1", "l2"}) : nlohmann::json::array({"l1"})));
-  CHECK(doc["ways_tokens_per_second"].size() == (l2_ways ? 5u : 3u));  // none; 4 and 8 KiB ahead per level
+  // none; each distance further on, per level
+  const std::size_t distances = std::size(perf::kPrefetchAheadBytes) - 1;
+  CHECK(doc["ways_tokens_per_second"].size() == 1 + distances * (l2_ways ? 2 : 1));
   CHECK(doc["ways_tokens_per_second"].contains(doc["way"].get<std::string>()));
   CHECK(doc["prefetch_level"] == (doc["prefetch_ahead_bytes"] == 0 ? "none" : doc["way"].get<std::string>().ends_with("into L2") ? "l2" : "l1"));
   CHECK(doc["nontemporal"] == false);  // --nontemporal auto, an output far below the LLC

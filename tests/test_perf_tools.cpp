@@ -133,8 +133,9 @@ TEST_CASE("decode limit: the Embedder's bytes for one token plus its position ro
 TEST_CASE("bag roofline: each bag of consecutive rows pooled as Embedder::pool pools them, every ISA, dtype and plan") {
   TempDir dir;
   for (DType dtype : kDTypes) {
-    // 300: wider than the accumulator registers on every ISA, so the plans differ
-    for (std::uint64_t dim : {37, 64, 300}) {
+    // 300: wider than the accumulator registers on every ISA, so the plans differ; 600: wider than
+    // a column tile's block on every ISA too
+    for (std::uint64_t dim : {37, 64, 300, 600}) {
       const Model model = open_synthetic(dir, {48, dim, dtype});
       std::vector<std::int64_t> ids(48);
       for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i);

@@ -136,6 +136,10 @@ void stream_rows(const RowStream& a, std::uint64_t begin, std::uint64_t end) {
 // bags of 8 16.9 / 15.5 / 9.1; int8 768 bags of 8 23.9 / 15.3 / 14.5, of 128 27.0 / 18.7 / 23.5.
 constexpr std::uint64_t kBagBlock = Traits::kWidth == 16 ? 16 : 8;  // of the 32 / 16 vector registers
 constexpr std::uint64_t kBagGroup = 8;
+// BagPlan::kColumnTiles: the kernel's int8 blocks (kBlockPassVectors, 24 of AVX-512's 32 registers,
+// 12 of 16) and tiles (kBlockPassDistance rows).
+constexpr std::uint64_t kTileBlock = Traits::kWidth == 16 ? 24 : 12;
+constexpr std::uint64_t kTileRows = 12;
 
 // Vectors [j / W, j / W + kVectors) of a bag's rows summed in registers and stored.
 template <std::uint64_t kVectors, DType TD, OutputDType OD>
@@ -161,6 +165,61 @@ inline void pool_in_registers_of(std::uint64_t vectors, const std::byte* first, 
                                  bool mean, std::uint64_t j, std::byte* out, std::index_sequence<kMinusOne...>) {
   (void)((vectors == kMinusOne + 1 ? (pool_in_registers<kMinusOne + 1, TD, OD>(first, r, count, mean, j, out), true)
                                    : false) ||
+         ...);
+}
+
+// Where column j of a row starts (a quantized row's codes first).
+template <DType TD>
+constexpr std::uint64_t column_bytes(std::uint64_t j) {
+  return TD == DType::kF32 ? 4 * j : TD == DType::kF16 || TD == DType::kBF16 ? 2 * j : TD == DType::kInt8Rowwise ? j : j / 2;
+}
+
+// Rows [from, to) of a bag of `count`, vectors [j / W, j / W + kVectors), summed in registers
+// onto the bag's sums so far (`sums`; none before the first row) and kept there, or stored when
+// `to` ends the bag.
+template <std::uint64_t kVectors, DType TD, OutputDType OD>
+inline void pool_tile_block(const std::byte* first, const RowStream& r, std::uint64_t from, std::uint64_t to,
+                            std::uint64_t count, bool mean, std::uint64_t j, float* sums, std::byte* out) {
+  using V = typename Traits::V;
+  constexpr std::uint64_t W = Traits::kWidth;
+  // Unrolled whole, so the sums stay in registers (GCC left 24 of them on the stack otherwise).
+  static_assert(kVectors <= 32, "the unroll pragmas below");
+  auto* bytes = reinterpret_cast<std::byte*>(sums);
+  V acc[kVectors];
+#pragma GCC unroll 32
+  for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = from == 0 ? V(0.0f) : Traits::load_f32(bytes + 4 * (j + v * W));
+  // This block's columns of the rows the prefetch distance further on, as each row's are read (the
+  // kernel's passes prefetch theirs so, 12 rows ahead: a whole tile's lines at once, or a bag's,
+  // filled the core's miss buffers and pooled int8 768 bags 0.7x as fast).
+  const std::uint64_t lines_from = column_bytes<TD>(j) / 64 * 64, lines_to = column_bytes<TD>(j + kVectors * W);
+  for (std::uint64_t k = from; k < to; ++k) {
+    const std::byte* row = first + k * r.stride;
+    if (r.prefetch_ahead != 0) {
+      for (std::uint64_t l = lines_from; l < lines_to; l += 64) Traits::prefetch(row + r.prefetch_ahead + l);
+    }
+    float s, b;
+    quantization<TD>(row, r.params_offset, s, b);
+    const V vs(s), vb(b);
+#pragma GCC unroll 32
+    for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = acc[v] + load<TD>(row, j + v * W, vs, vb);
+  }
+  if (to == count) {
+    const V n(static_cast<float>(count));
+#pragma GCC unroll 32
+    for (std::uint64_t v = 0; v < kVectors; ++v) store<OD>(out, j + v * W, mean ? acc[v] / n : acc[v], false);
+  } else {
+#pragma GCC unroll 32
+    for (std::uint64_t v = 0; v < kVectors; ++v) Traits::store_f32(bytes + 4 * (j + v * W), acc[v], false);
+  }
+}
+
+template <DType TD, OutputDType OD, std::size_t... kMinusOne>
+inline void pool_tile_block_of(std::uint64_t vectors, const std::byte* first, const RowStream& r, std::uint64_t from,
+                               std::uint64_t to, std::uint64_t count, bool mean, std::uint64_t j, float* sums,
+                               std::byte* out, std::index_sequence<kMinusOne...>) {
+  (void)((vectors == kMinusOne + 1
+              ? (pool_tile_block<kMinusOne + 1, TD, OD>(first, r, from, to, count, mean, j, sums, out), true)
+              : false) ||
          ...);
 }
 
@@ -209,6 +268,19 @@ inline void pool_bag(const std::byte* first, const RowStream& r, std::uint64_t c
       pool_in_registers<kBagBlock, TD, OD>(first, r, count, mean, v * W, out);
     }
     if (v < vectors) pool_in_registers_of<TD, OD>(vectors - v, first, r, count, mean, v * W, out, kBlocks);
+  } else if (plan == BagPlan::kColumnTiles) {
+    for (std::uint64_t from = 0; from < count;) {
+      const std::uint64_t to = count - from > kTileRows ? from + kTileRows : count;
+      std::uint64_t v = 0;
+      for (; v + kTileBlock <= vectors; v += kTileBlock) {
+        pool_tile_block<kTileBlock, TD, OD>(first, r, from, to, count, mean, v * W, sums, out);
+      }
+      if (v < vectors) {
+        pool_tile_block_of<TD, OD>(vectors - v, first, r, from, to, count, mean, v * W, sums, out,
+                                   std::make_index_sequence<kTileBlock - 1>());
+      }
+      from = to;
+    }
   } else {
     std::uint64_t k = 0;
     if (plan == BagPlan::kRowGroups) {
@@ -239,7 +311,9 @@ void bag_rows(const BagStream& a, std::uint64_t begin, std::uint64_t end) {
   for (std::uint64_t b = begin; b < end; ++b) {
     const std::byte* first = r.table + b * a.bag * r.stride;
     std::byte* out = r.out + b * out_row;
-    prefetch_ahead(first, a.bag * r.stride, r);
+    // The bag's lines the prefetch distance further on; a bag pooled in column tiles takes them a
+    // block of a row at a time (pool_tile_block), as the kernel's passes prefetch theirs.
+    if (a.plan != BagPlan::kColumnTiles || r.dim / Traits::kWidth <= kBagBlock) prefetch_ahead(first, a.bag * r.stride, r);
     if (stream) {  // pooled into the scratch row, then streamed out from the first aligned vector (convert_row)
       pool_bag<TD, OutputDType::kF32>(first, r, a.bag, a.mean, a.plan, a.scratch, scratch);
       convert_row<DType::kF32, OD>(scratch, out, r.dim, 0, true);

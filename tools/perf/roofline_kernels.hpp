@@ -33,8 +33,11 @@ struct RowStream {
 // LLC, two runs, M rows/s with none / 4 KiB / 8 KiB ahead): bags of 8 int8 768 20 / 34 / 32-34, f16
 // 768 18-19 / 21 / 20, f32 256 27 / 35-37 / 33, f32 64 124-131 / 128-130 / 128-132; streamed f32
 // 256 27 / 26-29 / 25-26, f32 768 8.6 / 7.8 / 7.6-7.8. (16 KiB was no faster than 8 in an earlier
-// probe.)
-inline constexpr std::uint64_t kPrefetchAheadBytes[] = {0, 4096, 8192};
+// probe.) 16 KiB since BagPlan::kColumnTiles, whose prefetches go a block of a row at a time: on a
+// third 32 MiB-L3 Zen 5 (1 thread, bags of 32 int8 768, one run, M rows/s with 4 / 8 / 12 / 16 KiB
+// ahead) 22.5 / 29.4 / 30.2 / 31.3, where the other plans' best was 24.8 and the kernel pooled 36
+// M random rows a second.
+inline constexpr std::uint64_t kPrefetchAheadBytes[] = {0, 4096, 8192, 16384};
 using StreamRows = void (*)(const RowStream& args, std::uint64_t begin, std::uint64_t end);
 
 // How a bag of rows wider than the accumulator registers is pooled (narrower rows are summed in
@@ -43,10 +46,17 @@ using StreamRows = void (*)(const RowStream& args, std::uint64_t begin, std::uin
 //  kRowAtATime:   each row added in turn to the bag's sums in L1
 //  kRowGroups:    8 rows at a time side by side, each sum loaded and stored once per group
 //  kColumnBlocks: a block of columns summed over all the rows in registers, then the next block
-enum class BagPlan { kRowAtATime, kRowGroups, kColumnBlocks };
-inline constexpr BagPlan kBagPlans[] = {BagPlan::kRowAtATime, BagPlan::kRowGroups, BagPlan::kColumnBlocks};
+//  kColumnTiles:  every block of columns over a tile of 12 rows (sums kept in L1 between tiles),
+//                 then the next tile: the kernel's tiled block passes (bag_body.inl), which pooled
+//                 random int8 768 rows past the other three plans' in-order rows (to 132% of them)
+enum class BagPlan { kRowAtATime, kRowGroups, kColumnBlocks, kColumnTiles };
+inline constexpr BagPlan kBagPlans[] = {BagPlan::kRowAtATime, BagPlan::kRowGroups, BagPlan::kColumnBlocks,
+                                        BagPlan::kColumnTiles};
 inline constexpr const char* bag_plan_name(BagPlan p) {
-  return p == BagPlan::kRowAtATime ? "row at a time" : p == BagPlan::kRowGroups ? "row groups" : "column blocks";
+  return p == BagPlan::kRowAtATime  ? "row at a time"
+         : p == BagPlan::kRowGroups ? "row groups"
+         : p == BagPlan::kColumnBlocks ? "column blocks"
+                                       : "column tiles";
 }
 
 // Bags [begin, end) of `bag` consecutive table rows each: row b of `out` = the rows
