@@ -168,6 +168,9 @@ inline void pool_in_registers_of(std::uint64_t vectors, const std::byte* first, 
          ...);
 }
 
+template <DType TD>
+constexpr bool kQuantized = TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise;
+
 // Where column j of a row starts (a quantized row's codes first).
 template <DType TD>
 constexpr std::uint64_t column_bytes(std::uint64_t j) {
@@ -196,6 +199,8 @@ inline void pool_tile_block(const std::byte* first, const RowStream& r, std::uin
     const std::byte* row = first + k * r.stride;
     if (r.prefetch_ahead != 0) {
       for (std::uint64_t l = lines_from; l < lines_to; l += 64) Traits::prefetch(row + r.prefetch_ahead + l);
+      // and the scale and bias, which the first block reads (as the kernel's first pass prefetches them)
+      if (kQuantized<TD> && j == 0) Traits::prefetch(row + r.prefetch_ahead + r.params_offset);
     }
     float s, b;
     quantization<TD>(row, r.params_offset, s, b);
