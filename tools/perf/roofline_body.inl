@@ -1,6 +1,7 @@
 // The roofline kernels, written once and compiled once per ISA (like runtime/kernels/
 // kernel_body.inl, whose loads, conversions and stores these mirror, but written independently so
-// that a change to the library's kernels never moves the yardstick they are measured against).
+// that a change to the library's kernels never moves the yardstick they are measured against; the
+// AVX2 unit takes the kernel's Traits, its loads and stores as intrinsics, since 2d1293b).
 // The including unit defines `Traits`: V, kWidth, load_f32/f16/bf16/i8, load_u4 (kWidth 4-bit
 // codes from the low nibble of p[0], or from its high nibble when `odd`; or dequantize_u4, the
 // codes times scale plus bias in one step), store_f32/f16/bf16
@@ -168,9 +169,6 @@ inline void pool_in_registers_of(std::uint64_t vectors, const std::byte* first, 
          ...);
 }
 
-template <DType TD>
-constexpr bool kQuantized = TD == DType::kInt8Rowwise || TD == DType::kInt4Rowwise;
-
 // Where column j of a row starts (a quantized row's codes first).
 template <DType TD>
 constexpr std::uint64_t column_bytes(std::uint64_t j) {
@@ -191,16 +189,19 @@ inline void pool_tile_block(const std::byte* first, const RowStream& r, std::uin
   V acc[kVectors];
 #pragma GCC unroll 32
   for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = from == 0 ? V(0.0f) : Traits::load_f32(bytes + 4 * (j + v * W));
-  // This block's columns of the rows the prefetch distance further on, as each row's are read (the
-  // kernel's passes prefetch theirs so, 12 rows ahead: a whole tile's lines at once, or a bag's,
-  // filled the core's miss buffers and pooled int8 768 bags 0.7x as fast).
+  // As each row's block is read, the lines of this block's columns the prefetch distance further
+  // on, and with the first block the rest of the row's stride past the blocks (the tail's columns,
+  // a quantized row's scale and bias, which the first block reads, the padding): every line of the
+  // table once, a block at a time, as the kernel's passes prefetch theirs. (A whole tile's lines at
+  // once, or a bag's, filled the core's miss buffers: int8 768 bags 0.6-0.7x as fast; without the
+  // rest of the stride, the 13th line of those rows, 0.75x; with it from the last block, 0.95x.)
   const std::uint64_t lines_from = column_bytes<TD>(j) / 64 * 64, lines_to = column_bytes<TD>(j + kVectors * W);
+  const std::uint64_t rest_from = j == 0 ? column_bytes<TD>(r.dim / W * W) / 64 * 64 : r.stride;
   for (std::uint64_t k = from; k < to; ++k) {
     const std::byte* row = first + k * r.stride;
     if (r.prefetch_ahead != 0) {
       for (std::uint64_t l = lines_from; l < lines_to; l += 64) Traits::prefetch(row + r.prefetch_ahead + l);
-      // and the scale and bias, which the first block reads (as the kernel's first pass prefetches them)
-      if (kQuantized<TD> && j == 0) Traits::prefetch(row + r.prefetch_ahead + r.params_offset);
+      for (std::uint64_t l = rest_from; l < r.stride; l += 64) Traits::prefetch(row + r.prefetch_ahead + l);
     }
     float s, b;
     quantization<TD>(row, r.params_offset, s, b);
