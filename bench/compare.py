@@ -1469,7 +1469,7 @@ def markdown(result):
                   + (f"; the fastest of its rows ahead prefetched in software {' or '.join(f'{b // 1024} KiB' for b in ahead)} "
                      "further on" + (" (into L1 or L2, as the kernels can)" if "l2" in m.get("roofline_prefetch_levels", [])
                                      else "") + ", or not" if ahead else "") + ". "
-                  + ("A bag's roofline pools the bag's rows as the kernel does, by the fastest of four plans for rows "
+                  + ("A bag's roofline pools the bag's rows as the kernel does, by the fastest of its plans for rows "
                      "wider than the registers (embedrt bench --roofline --bag). "
                      if m.get("bag_roofline") and any(c.get("bag", 1) > 1 for c in result["cases"]) else "")
                   + f"Regime: {rule}; mixed otherwise.", ""]

@@ -15,9 +15,9 @@
 // values with every vector ISA (takes_block_passes), are pooled a block of
 // registers at a time, a pass over the rows per block, each pass prefetching its own columns of
 // the rows ahead; of a bag of more than 12 ids, 12 rows at a time when a block is at most 6 lines of
-// a row (pool_block_passes). So are AVX-512 16-bit rows of 13-24 vectors from a table in memory,
-// in blocks of 12 vectors, though 16 would fit the registers, when the host's random reads are slow
-// (memory_block_passes).
+// a row (pool_block_passes). So are AVX-512 16-bit rows of 17-24 vectors from a table in memory, in
+// blocks of 12 vectors, and in the L2 kernel set (which PrefetchLevel::kAuto takes where random
+// reads are slow) rows of 13-16 vectors too, though they fit the registers (memory_block_passes).
 // Quantized rows of at most 5 lines that pool_rows pools (AVX-512 int4 dims 272-632; the scalar
 // build) are copied into L1 first, 16 ids at a time (RowStage, in kernel_body.inl).
 // Either way each element takes the rows in the order of the ids, so it sees exactly the
@@ -631,7 +631,8 @@ constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlock * Traits::kWidth) <= k
 // AVX-512 16-bit rows of 13 to 24 vectors (dims 208-384, 416-768 bytes) from a table larger than
 // half the LLC (PoolArgs::token_rows_from_memory) go in block passes of 12 vectors (6 lines) over
 // tiles of 12 rows, as int8 rows of that size do, where they would be pooled in registers in one
-// pass (up to 16 vectors) or in untiled blocks of 16. One core keeps more of such rows in flight
+// pass (up to 16 vectors; since, those go so only in the L2 kernel set: below) or in untiled
+// blocks of 16. One core keeps more of such rows in flight
 // so: f16 256 rows pooled about 144 M lines a second where f32 256 and int8 256 pooled 210-275 M,
 // and embedrt_random_rows_probe reads 26 M such rows a second into L2 against the 18-19 M rows
 // the registers pooled. Measured (bench/ab.py, Zen 5, 1 thread, tables 3.9x the LLC, one output

@@ -103,8 +103,9 @@ struct PoolArgs {
   // Streaming stores for the pooled vectors, as KernelArgs::nontemporal; only where every output row
   // starts vector-aligned (streams_bags in bag_body.inl), else the stores go through the cache.
   bool nontemporal = false;
-  // As KernelArgs::token_rows_from_memory: AVX-512 16-bit rows of 13-24 vectors are then pooled in
-  // narrower block passes (memory_block_passes in bag_body.inl).
+  // As KernelArgs::token_rows_from_memory: AVX-512 16-bit rows of 17-24 vectors, and in the L2
+  // kernel set rows of 13-24, are then pooled in narrower block passes (memory_block_passes in
+  // bag_body.inl).
   bool token_rows_from_memory = false;
   std::uint64_t min_rows_ahead = kNearRowsAhead;  // as KernelArgs::min_rows_ahead
 };

@@ -1,10 +1,12 @@
 // Included by the AVX2 and AVX-512 kernel units inside their namespace, after kernel_body.inl:
 // the same kernels again with every software prefetch going only as far as L2 (T1) instead of
-// into L1 (T0), for PrefetchLevel::kL2. A second set rather than a choice per call: a runtime flag
+// into L1 (T0), for PrefetchLevel::kL2; and one choice of plan that goes with a host whose random
+// reads are slow (kPrefetchesIntoL2 in bag_body.inl: AVX-512 f16/bf16 bags of 13-16 vectors). A second set rather than a choice per call: a runtime flag
 // tested at each prefetch cost bags of rows in the cache 2-6% (bench/ab.py, 9-15 rounds).
 // The builds that do not want them (EMBEDRT_PREFETCH_L2_KERNELS=OFF: tools/test.sh's sanitizer
 // builds, where they double the units' compile time and differ from the L1 set by one
-// instruction) hand out the L1 set instead.
+// instruction and that plan, whose block passes the L1 set runs for rows of 17-24 vectors) hand
+// out the L1 set instead.
 //
 // T1 against T0 for every prefetch (bench/ab.py, 1 thread, cpu clock, tables 3.9x the LLC,
 // 5 rounds, one output buffer) depends on the machine:

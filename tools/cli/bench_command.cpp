@@ -873,7 +873,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "threads (default 0: every core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--out-dtype", args->out_dtype, "f32, bf16 or f16");
   cmd->add_option("--isa", args->isa, "force a kernel: " + known_list());
-  cmd->add_option("--seconds", args->seconds, "how long to measure (default 2; --roofline: that once per way it tries: no prefetch, then 4 and 8 KiB ahead into L1 and, where the ISA has L2 kernels, into L2)")->check(CLI::Range(0.01, 3600.0));
+  cmd->add_option("--seconds", args->seconds, "how long to measure (default 2; --roofline: that once per way it tries: no prefetch, then 4, 8 and 16 KiB ahead into L1 and, where the ISA has L2 kernels, into L2)")->check(CLI::Range(0.01, 3600.0));
   cmd->add_flag("--json", args->json, "print one JSON object");
   add_nontemporal_option(cmd, args->nontemporal);
   add_prefetch_level_option(cmd, args->prefetch_level);
@@ -898,7 +898,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_flag("--roofline", args->roofline,
                 "measure the case's roofline instead: its table rows streamed in order to its output dtype, over "
                 "buffers 4x the last-level cache; the fastest of the rows ahead prefetched in software at a few "
-                "distances or not (and of three ways to pool wide bags)");
+                "distances or not (and of four ways to pool wide bags)");
   cmd->add_flag("--evict", args->evict,
                 "cold single-token decode: the row and output evicted (clflush) before each call, beside the "
                 "physical limit (the row's lines prefetched at once, then the add)");
