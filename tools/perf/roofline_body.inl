@@ -104,7 +104,7 @@ inline void convert_row(const std::byte* row, std::byte* out, std::uint64_t dim,
 
 // The lines of `bytes` of rows `r.prefetch_ahead` bytes past `rows` (RowStream::prefetch_ahead).
 // Past the table's end these are addresses of no row: a prefetch never faults. Called per row of a
-// stream and per bag, outside the pooling loops: a test in pool_in_registers' row loop, even when
+// stream and per bag, outside the pooling loops: a test in pool_block's row loop, even when
 // it prefetched nothing, cost the bags of f16 256 rows 10-25% (GCC's code for the loop changed).
 inline void prefetch_ahead(const std::byte* rows, std::uint64_t bytes, const RowStream& r) {
   if (r.prefetch_ahead == 0) return;
@@ -142,33 +142,6 @@ constexpr std::uint64_t kBagGroup = 8;
 constexpr std::uint64_t kTileBlock = Traits::kWidth == 16 ? 24 : 12;
 constexpr std::uint64_t kTileRows = 12;
 
-// Vectors [j / W, j / W + kVectors) of a bag's rows summed in registers and stored.
-template <std::uint64_t kVectors, DType TD, OutputDType OD>
-inline void pool_in_registers(const std::byte* first, const RowStream& r, std::uint64_t count, bool mean,
-                              std::uint64_t j, std::byte* out) {
-  using V = typename Traits::V;
-  constexpr std::uint64_t W = Traits::kWidth;
-  V acc[kVectors];
-  for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = V(0.0f);
-  for (std::uint64_t k = 0; k < count; ++k) {
-    const std::byte* row = first + k * r.stride;
-    float s, b;
-    quantization<TD>(row, r.params_offset, s, b);
-    const V vs(s), vb(b);
-    for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = acc[v] + load<TD>(row, j + v * W, vs, vb);
-  }
-  const V n(static_cast<float>(count));
-  for (std::uint64_t v = 0; v < kVectors; ++v) store<OD>(out, j + v * W, mean ? acc[v] / n : acc[v], false);
-}
-
-template <DType TD, OutputDType OD, std::size_t... kMinusOne>
-inline void pool_in_registers_of(std::uint64_t vectors, const std::byte* first, const RowStream& r, std::uint64_t count,
-                                 bool mean, std::uint64_t j, std::byte* out, std::index_sequence<kMinusOne...>) {
-  (void)((vectors == kMinusOne + 1 ? (pool_in_registers<kMinusOne + 1, TD, OD>(first, r, count, mean, j, out), true)
-                                   : false) ||
-         ...);
-}
-
 // Where column j of a row starts (a quantized row's codes first).
 template <DType TD>
 constexpr std::uint64_t column_bytes(std::uint64_t j) {
@@ -176,11 +149,13 @@ constexpr std::uint64_t column_bytes(std::uint64_t j) {
 }
 
 // Rows [from, to) of a bag of `count`, vectors [j / W, j / W + kVectors), summed in registers
-// onto the bag's sums so far (`sums`; none before the first row) and kept there, or stored when
-// `to` ends the bag.
-template <std::uint64_t kVectors, DType TD, OutputDType OD>
-inline void pool_tile_block(const std::byte* first, const RowStream& r, std::uint64_t from, std::uint64_t to,
-                            std::uint64_t count, bool mean, std::uint64_t j, float* sums, std::byte* out) {
+// onto the bag's sums so far (`sums`; none before the first row) and kept there, or stored where
+// they go when `to` ends the bag. A whole bag at once (from 0 to count) needs no `sums`.
+// kPrefetchesRows: BagPlan::kColumnTiles' prefetches, below; the other plans' lines come from
+// bag_rows, outside this loop (prefetch_ahead says why).
+template <std::uint64_t kVectors, DType TD, OutputDType OD, bool kPrefetchesRows>
+inline void pool_block(const std::byte* first, const RowStream& r, std::uint64_t from, std::uint64_t to,
+                       std::uint64_t count, bool mean, std::uint64_t j, float* sums, std::byte* out) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   // Unrolled whole, so the sums stay in registers (GCC left 24 of them on the stack otherwise).
@@ -189,19 +164,22 @@ inline void pool_tile_block(const std::byte* first, const RowStream& r, std::uin
   V acc[kVectors];
 #pragma GCC unroll 32
   for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = from == 0 ? V(0.0f) : Traits::load_f32(bytes + 4 * (j + v * W));
-  // As each row's block is read, the lines of this block's columns the prefetch distance further
-  // on, and with the first block the rest of the row's stride past the blocks (the tail's columns,
-  // a quantized row's scale and bias, which the first block reads, the padding): every line of the
-  // table once, a block at a time, as the kernel's passes prefetch theirs. (A whole tile's lines at
-  // once, or a bag's, filled the core's miss buffers: int8 768 bags 0.6-0.7x as fast; without the
-  // rest of the stride, the 13th line of those rows, 0.75x; with it from the last block, 0.95x.)
+  // Column tiles: as each row's block is read, the lines of this block's columns the prefetch
+  // distance further on, and with the first block the rest of the row's stride past the blocks
+  // (the tail's columns, a quantized row's scale and bias, which the first block reads, the
+  // padding): every line of the table once, a block at a time, as the kernel's passes prefetch
+  // theirs. (A whole tile's lines at once, or a bag's, filled the core's miss buffers: int8 768
+  // bags 0.6-0.7x as fast; without the rest of the stride, the 13th line of those rows, 0.75x;
+  // with it from the last block, 0.95x.)
   const std::uint64_t lines_from = column_bytes<TD>(j) / 64 * 64, lines_to = column_bytes<TD>(j + kVectors * W);
   const std::uint64_t rest_from = j == 0 ? column_bytes<TD>(r.dim / W * W) / 64 * 64 : r.stride;
   for (std::uint64_t k = from; k < to; ++k) {
     const std::byte* row = first + k * r.stride;
-    if (r.prefetch_ahead != 0) {
-      for (std::uint64_t l = lines_from; l < lines_to; l += 64) Traits::prefetch(row + r.prefetch_ahead + l);
-      for (std::uint64_t l = rest_from; l < r.stride; l += 64) Traits::prefetch(row + r.prefetch_ahead + l);
+    if constexpr (kPrefetchesRows) {
+      if (r.prefetch_ahead != 0) {
+        for (std::uint64_t l = lines_from; l < lines_to; l += 64) Traits::prefetch(row + r.prefetch_ahead + l);
+        for (std::uint64_t l = rest_from; l < r.stride; l += 64) Traits::prefetch(row + r.prefetch_ahead + l);
+      }
     }
     float s, b;
     quantization<TD>(row, r.params_offset, s, b);
@@ -219,12 +197,13 @@ inline void pool_tile_block(const std::byte* first, const RowStream& r, std::uin
   }
 }
 
-template <DType TD, OutputDType OD, std::size_t... kMinusOne>
-inline void pool_tile_block_of(std::uint64_t vectors, const std::byte* first, const RowStream& r, std::uint64_t from,
-                               std::uint64_t to, std::uint64_t count, bool mean, std::uint64_t j, float* sums,
-                               std::byte* out, std::index_sequence<kMinusOne...>) {
+// pool_block of `vectors` (1 to sizeof...(kMinusOne)) vectors.
+template <DType TD, OutputDType OD, bool kPrefetchesRows, std::size_t... kMinusOne>
+inline void pool_block_of(std::uint64_t vectors, const std::byte* first, const RowStream& r, std::uint64_t from,
+                          std::uint64_t to, std::uint64_t count, bool mean, std::uint64_t j, float* sums,
+                          std::byte* out, std::index_sequence<kMinusOne...>) {
   (void)((vectors == kMinusOne + 1
-              ? (pool_tile_block<kMinusOne + 1, TD, OD>(first, r, from, to, count, mean, j, sums, out), true)
+              ? (pool_block<kMinusOne + 1, TD, OD, kPrefetchesRows>(first, r, from, to, count, mean, j, sums, out), true)
               : false) ||
          ...);
 }
@@ -258,6 +237,12 @@ inline void add_group(const std::byte* first, const RowStream& r, std::uint64_t 
   }
 }
 
+// Whether a bag of rows of `dim` values is pooled in column tiles, which prefetch their own rows
+// (pool_block); rows that fit the registers are pooled there whatever the plan.
+inline bool pools_in_column_tiles(BagPlan plan, std::uint64_t dim) {
+  return plan == BagPlan::kColumnTiles && dim / Traits::kWidth > kBagBlock;
+}
+
 // Bag of `count` rows from `first` into the output row `out`; `sums` holds dim floats.
 template <DType TD, OutputDType OD>
 inline void pool_bag(const std::byte* first, const RowStream& r, std::uint64_t count, bool mean, BagPlan plan,
@@ -267,23 +252,23 @@ inline void pool_bag(const std::byte* first, const RowStream& r, std::uint64_t c
   const std::uint64_t vectors = body_end / W;
   constexpr auto kBlocks = std::make_index_sequence<kBagBlock>();
   if (vectors <= kBagBlock) {
-    pool_in_registers_of<TD, OD>(vectors, first, r, count, mean, 0, out, kBlocks);
+    pool_block_of<TD, OD, false>(vectors, first, r, 0, count, count, mean, 0, nullptr, out, kBlocks);
   } else if (plan == BagPlan::kColumnBlocks) {
     std::uint64_t v = 0;
     for (; v + kBagBlock <= vectors; v += kBagBlock) {
-      pool_in_registers<kBagBlock, TD, OD>(first, r, count, mean, v * W, out);
+      pool_block<kBagBlock, TD, OD, false>(first, r, 0, count, count, mean, v * W, nullptr, out);
     }
-    if (v < vectors) pool_in_registers_of<TD, OD>(vectors - v, first, r, count, mean, v * W, out, kBlocks);
-  } else if (plan == BagPlan::kColumnTiles) {
+    if (v < vectors) pool_block_of<TD, OD, false>(vectors - v, first, r, 0, count, count, mean, v * W, nullptr, out, kBlocks);
+  } else if (pools_in_column_tiles(plan, r.dim)) {
     for (std::uint64_t from = 0; from < count;) {
       const std::uint64_t to = count - from > kTileRows ? from + kTileRows : count;
       std::uint64_t v = 0;
       for (; v + kTileBlock <= vectors; v += kTileBlock) {
-        pool_tile_block<kTileBlock, TD, OD>(first, r, from, to, count, mean, v * W, sums, out);
+        pool_block<kTileBlock, TD, OD, true>(first, r, from, to, count, mean, v * W, sums, out);
       }
       if (v < vectors) {
-        pool_tile_block_of<TD, OD>(vectors - v, first, r, from, to, count, mean, v * W, sums, out,
-                                   std::make_index_sequence<kTileBlock - 1>());
+        pool_block_of<TD, OD, true>(vectors - v, first, r, from, to, count, mean, v * W, sums, out,
+                                    std::make_index_sequence<kTileBlock - 1>());
       }
       from = to;
     }
@@ -318,8 +303,8 @@ void bag_rows(const BagStream& a, std::uint64_t begin, std::uint64_t end) {
     const std::byte* first = r.table + b * a.bag * r.stride;
     std::byte* out = r.out + b * out_row;
     // The bag's lines the prefetch distance further on; a bag pooled in column tiles takes them a
-    // block of a row at a time (pool_tile_block), as the kernel's passes prefetch theirs.
-    if (a.plan != BagPlan::kColumnTiles || r.dim / Traits::kWidth <= kBagBlock) prefetch_ahead(first, a.bag * r.stride, r);
+    // block of a row at a time (pool_block), as the kernel's passes prefetch theirs.
+    if (!pools_in_column_tiles(a.plan, r.dim)) prefetch_ahead(first, a.bag * r.stride, r);
     if (stream) {  // pooled into the scratch row, then streamed out from the first aligned vector (convert_row)
       pool_bag<TD, OutputDType::kF32>(first, r, a.bag, a.mean, a.plan, a.scratch, scratch);
       convert_row<DType::kF32, OD>(scratch, out, r.dim, 0, true);
