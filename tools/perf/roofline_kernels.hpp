@@ -23,7 +23,9 @@ struct RowStream {
   std::byte* out = nullptr;         // dim elements of the output dtype per row, packed
   bool stream = false;              // non-temporal stores
   // The lines this many bytes further on are prefetched in software as each row (a stream) or bag
-  // of rows (pooled; a block of each row at a time in BagPlan::kColumnTiles) is read; 0: none, the hardware's prefetchers alone. A core following a stream
+  // of rows is read (pooled; wide rows: a row or group of rows at a time in BagPlan::kRowAtATime and
+  // kRowGroups, a block of each row at a time in kColumnTiles); 0: none, the hardware's
+  // prefetchers alone. A core following a stream
   // with its hardware prefetchers alone keeps fewer lines in flight than software prefetches keep,
   // so gathers of random rows with them ran past such a roofline (FBGEMM's int8 768 bags to 133%).
   std::uint64_t prefetch_ahead = 0;
