@@ -576,6 +576,21 @@ def probe_ready(port, name="model"):
     return out
 
 
+def await_numbers(port, seed, ids, V, D, since, within=3.5):
+    """When the server first answered ready (both endpoints 200) with model `seed`'s numbers,
+    polling until `within` seconds after `since`; None if it never did."""
+    while time.monotonic() < since + within:
+        if probe_ready(port) == [200, 200] and matches(infer(port, ids).body, seed, ids, V, D):
+            return time.monotonic()
+        time.sleep(0.05)
+    return None
+
+
+def advanced(before, after):
+    """Whether a metric read twice (None: absent) went up."""
+    return before is not None and after is not None and after > before
+
+
 # ---------------------------------------------------------------------------------------------
 # Cases
 
@@ -630,13 +645,7 @@ def case_overwrite(work):
                     after and all(lab == "5xx" for lab in after),
                     f"answers: {sorted(set(after))}; problems: {problems[:3]}")
             # --- reload of the completed file
-            t_ok = None
-            deadline = t_done + 3.5
-            while time.monotonic() < deadline:
-                if probe_ready(s.port) == [200, 200] and matches(infer(s.port, ids).body, 12, ids, V, D):
-                    t_ok = time.monotonic()
-                    break
-                time.sleep(0.05)
+            t_ok = await_numbers(s.port, 12, ids, V, D, since=t_done)
             R.check(case, "in-place rewrite: reloaded automatically within ~3 s (ready 200, the NEW numbers)",
                     t_ok is not None, f"log: {s.log_tail()}")
             if t_ok:
@@ -644,7 +653,7 @@ def case_overwrite(work):
                                f"first ready 503 {first_503 - t_trunc:.2f} s after the truncation")
             gen1 = metric(s.metrics(), "embedrt_model_generation")
             R.check(case, "in-place rewrite: embedrt_model_generation incremented",
-                    gen0 is not None and gen1 is not None and gen1 > gen0, f"{gen0} -> {gen1}")
+                    advanced(gen0, gen1), f"{gen0} -> {gen1}")
 
             # --- A2. same size, no truncation (dd conv=notrunc): the old bytes are overwritten in
             # place, front to back. A server that maps the file and serves from the mapping would
@@ -663,15 +672,10 @@ def case_overwrite(work):
             t_done = time.monotonic()
             R.check(case, "same-size overwrite without truncation: every answer is one whole model or a 5xx JSON error",
                     not problems, f"{problems[:2]}; answers {labels}")
-            t_ok = None
-            while time.monotonic() < t_done + 3.5:
-                if probe_ready(s.port) == [200, 200] and matches(infer(s.port, ids).body, 16, ids, V, D):
-                    t_ok = time.monotonic()
-                    break
-                time.sleep(0.05)
+            t_ok = await_numbers(s.port, 16, ids, V, D, since=t_done)
             gen_b = metric(s.metrics(), "embedrt_model_generation")
             R.check(case, "same-size overwrite: reloaded within ~3 s with the new numbers, generation +1",
-                    t_ok is not None and gen_a is not None and gen_b is not None and gen_b > gen_a,
+                    t_ok is not None and advanced(gen_a, gen_b),
                     f"reloaded={t_ok is not None}, generation {gen_a} -> {gen_b}")
             data = new_bytes[12]
 
@@ -700,15 +704,10 @@ def case_overwrite(work):
                 f.truncate(0)
                 f.write(new_bytes[13])
             t_done = time.monotonic()
-            t_ok = None
-            while time.monotonic() < t_done + 3.5:
-                if probe_ready(s.port) == [200, 200] and matches(infer(s.port, ids).body, 13, ids, V, D):
-                    t_ok = time.monotonic()
-                    break
-                time.sleep(0.05)
+            t_ok = await_numbers(s.port, 13, ids, V, D, since=t_done)
             gen2 = metric(s.metrics(), "embedrt_model_generation")
             R.check(case, "truncated then restored: reloaded within ~3 s with the new numbers, generation +1",
-                    t_ok is not None and gen2 is not None and gen1 is not None and gen2 > gen1,
+                    t_ok is not None and advanced(gen1, gen2),
                     f"reloaded={t_ok is not None}, generation {gen1} -> {gen2}")
 
             # --- C. atomic rename: the old model keeps serving until POST load.
@@ -728,8 +727,8 @@ def case_overwrite(work):
             r2 = infer(s.port, ids)
             g_after = metric(s.metrics(), "embedrt_model_generation")
             R.check(case, "rename: POST .../load -> 200 and the new numbers, generation +1",
-                    r.status == 200 and matches(r2.body, 14, ids, V, D) and g_after is not None and
-                    g_before is not None and g_after > g_before, f"load {r}; generation {g_before} -> {g_after}")
+                    r.status == 200 and matches(r2.body, 14, ids, V, D) and advanced(g_before, g_after),
+                    f"load {r}; generation {g_before} -> {g_after}")
             # --- D. rename + SIGHUP
             with open(tmp, "wb") as f:
                 f.write(new_bytes[15])
