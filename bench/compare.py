@@ -128,8 +128,8 @@ ALLOCATING_PEERS = ("torch tutorial", "torch bf16 tutorial", "torch embedding_ba
                     "torch int8 rowwise bag (FBGEMM)", "torch embedding_bag sum", "torch embedding_bag mean",
                     "torch embedding_bag f16 sum", "torch int8 rowwise bag sum (FBGEMM)", "model2vec pooling (numpy)")
 # Their output cached, such a peer ran past the roofline, whose outputs rotate (the Zen 5 of
-# bench/results/bags-zen5c-b47bfd7: FBGEMM's f16 256 bags of 8 at 108% of it, where the roofline
-# into one buffer pooled 70.5 M rows/s against its 51.9 M): where a case measures the roofline
+# bench/results/bags-zen5c-b47bfd7: FBGEMM's f16 256 bags of 8 at 108% of it; a probe of the
+# roofline after, 1 thread: 70.5 M rows/s into one buffer, 59.9 M rotating): where a case measures the roofline
 # into one output buffer as well, such a peer and embedrt into one buffer are judged against that,
 # or against the rotating one where that ran faster (a small output is cached either way, and a
 # limit is the most the machine reached: summary()).

@@ -104,8 +104,9 @@ inline void convert_row(const std::byte* row, std::byte* out, std::uint64_t dim,
 
 // The lines of `bytes` of rows `r.prefetch_ahead` bytes past `rows` (RowStream::prefetch_ahead).
 // Past the table's end these are addresses of no row: a prefetch never faults. Called per row of a
-// stream and per bag, outside the pooling loops: a test in pool_block's row loop, even when
-// it prefetched nothing, cost the bags of f16 256 rows 10-25% (GCC's code for the loop changed).
+// stream, per bag, and per row or group of 8 rows in the row plans (add_group, outside its vector
+// loop), never inside pool_block's row loop: a test there, even when it prefetched nothing, cost
+// the bags of f16 256 rows 10-25% (GCC's code for the loop changed).
 inline void prefetch_ahead(const std::byte* rows, std::uint64_t bytes, const RowStream& r) {
   if (r.prefetch_ahead == 0) return;
   for (std::uint64_t k = 0; k < bytes; k += 64) Traits::prefetch(rows + r.prefetch_ahead + k);
@@ -151,8 +152,8 @@ constexpr std::uint64_t column_bytes(std::uint64_t j) {
 // Rows [from, to) of a bag of `count`, vectors [j / W, j / W + kVectors), summed in registers
 // onto the bag's sums so far (`sums`; none before the first row) and kept there, or stored where
 // they go when `to` ends the bag. A whole bag at once (from 0 to count) needs no `sums`.
-// kPrefetchesRows: BagPlan::kColumnTiles' prefetches, below; the other plans' lines come from
-// bag_rows, outside this loop (prefetch_ahead says why).
+// kPrefetchesRows: BagPlan::kColumnTiles' prefetches, below; for rows that fit the registers and
+// column blocks the lines come from bag_rows, outside this loop (prefetch_ahead says why).
 template <std::uint64_t kVectors, DType TD, OutputDType OD, bool kPrefetchesRows>
 inline void pool_block(const std::byte* first, const RowStream& r, std::uint64_t from, std::uint64_t to,
                        std::uint64_t count, bool mean, std::uint64_t j, float* sums, std::byte* out) {
