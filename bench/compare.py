@@ -70,13 +70,16 @@ def draw(json_path, png_path):
     columns = [sorted(col, key=order.index) for col in columns if col]
     tallest = max(sum(map(height, col)) for col in columns)
     used = [n for n in names if any(c["medians"].get(n) for cs in groups.values() for c in cs)]
-    head = 0.5 + 0.2 * math.ceil(len(used) / 4)  # inches: the title and the legend
+    # Legend columns of about 4.5 inches (the longest names, "embedrt mean, normalized, one output
+    # buffer", took more than a quarter of a one-column figure's 9 and were cut off at its edges).
+    legend_columns = min(2 * len(columns), len(used))
+    head = 0.5 + 0.2 * math.ceil(len(used) / legend_columns)  # inches: the title and the legend
     fig = plt.figure(figsize=(9 * len(columns), head + 0.13 * tallest), layout="constrained")
     top_part, body = fig.subfigures(2, 1, height_ratios=[head, 0.13 * tallest])
     top_part.suptitle(f"embedrt and peers against each case's streaming roofline ({top} thread{'s' if top > 1 else ''}, "
                       f"{result['meta']['isa']}); solid line: 100%, dashed: the 90% goal", fontsize=10)
     top_part.legend(handles=[matplotlib.patches.Patch(color=colours[n], label=n) for n in used], loc="lower center",
-                    ncol=min(4, len(used)), fontsize=8, frameon=False)
+                    ncol=legend_columns, fontsize=8, frameon=False)
     for sub, col in zip(body.subfigures(1, len(columns), squeeze=False)[0], columns):
         ratios = [height(g) for g in col]
         if sum(ratios) < tallest:
