@@ -182,9 +182,11 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kInt8Rowwise, DType::kInt4Rowwise}) {
     // Which path each dim takes (bag_body.inl; SSE4.2 and AVX2 hold 8 vectors of 4 or 8 values,
     // AVX-512 16 of 16):
-    //  - 32 (every vector ISA), 64 (AVX2), 128, 208 and 256 (AVX-512): rows of whole vectors pooled
-    //    in registers, the plain path's loop over bags; rows of more than a line prefetch the row
-    //    ahead line by line (interleaves_prefetch), int8 64 with its scale and bias in line two;
+    //  - 32 (every vector ISA), 24 (AVX2, SSE4.2), 64 (AVX2), 128, 208 and 256 (AVX-512): rows of
+    //    whole vectors pooled in registers, the plain path's loop over bags, normalized there too
+    //    (24: values past the last multiple of 16, whose squares are added one by one); rows of
+    //    more than a line prefetch the row ahead line by line (interleaves_prefetch), int8 64 with
+    //    its scale and bias in line two;
     //  - those rows, and 65 (AVX2, AVX-512) and 200 (AVX-512), rows with a tail, in the chunk path
     //    (normalized, weighted, 16-bit outputs), the same prefetch on the first pass;
     //  - 65 (SSE4.2), 128 and 256 (AVX2 and SSE4.2 16-bit and quantized), 300 (AVX2 and SSE4.2
@@ -196,7 +198,7 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
     //    ragged set's bag of 14 and the uniform set's bags of 8 cross;
     //  - the rest (f32 rows wider than the registers, AVX2 and SSE4.2 16-bit 769 and 1024, 2100):
     //    pool_rows.
-    for (std::uint64_t dim : {1, 7, 17, 32, 64, 65, 128, 200, 208, 256, 300, 769, 1024, 2100}) {
+    for (std::uint64_t dim : {1, 7, 17, 24, 32, 64, 65, 128, 200, 208, 256, 300, 769, 1024, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,
                        .token_scale = dim == 7 ? 2.5 : 1.0};

@@ -294,10 +294,45 @@ inline RowTile whole_bag(const Bag<TD, P>& bag) noexcept {
   return {bag.first, bag.last};
 }
 
+// Divides a whole pooled vector of kVectors vectors, as an f32 output holds it, by its length: the
+// same operations as the chunk path's add_squares and division (pool_bags_in_chunks), in registers.
+// Its squares go to lane_ordered_sum's 16 lanes (vector v to lane vector v % (16 / W)) up to the
+// last multiple of 16 values, the lanes are added in order, then the squares of the values past it,
+// one by one. Against the chunk path, which stores the vector, reads it back for the squares and
+// again for the division (bench/ab.py; see the commit).
+template <std::uint64_t kVectors, typename V>
+__attribute__((always_inline)) inline void normalize_in_registers(V* acc) {
+  constexpr std::uint64_t W = Traits::kWidth;
+  constexpr std::uint64_t kLaneVectors = kNormLanes / W;
+  constexpr std::uint64_t kInLanes = kVectors / kLaneVectors * kLaneVectors;  // vectors below the last multiple of 16
+  V lanes[kLaneVectors];
+#pragma GCC unroll 32
+  for (std::uint64_t l = 0; l < kLaneVectors; ++l) lanes[l] = V(0.0f);
+#pragma GCC unroll 32
+  for (std::uint64_t v = 0; v < kInLanes; ++v) lanes[v % kLaneVectors] = lanes[v % kLaneVectors] + acc[v] * acc[v];
+  alignas(64) float values[kNormLanes];
+#pragma GCC unroll 32
+  for (std::uint64_t l = 0; l < kLaneVectors; ++l) Traits::store_f32(reinterpret_cast<std::byte*>(values + l * W), lanes[l], false);
+  float squares = 0.0f;
+  for (float x : values) squares += x;
+  if constexpr (kInLanes < kVectors) {  // fewer than 16 values past the lanes (AVX2, SSE4.2)
+#pragma GCC unroll 32
+    for (std::uint64_t v = kInLanes; v < kVectors; ++v) {
+      Traits::store_f32(reinterpret_cast<std::byte*>(values), acc[v], false);
+      for (std::uint64_t k = 0; k < W; ++k) squares += values[k] * values[k];
+    }
+  }
+  // A zero vector (an empty bag) stays zero.
+  const V length(squares > 0.0f ? __builtin_sqrtf(squares) : 1.0f);
+#pragma GCC unroll 32
+  for (std::uint64_t v = 0; v < kVectors; ++v) acc[v] = acc[v] / length;
+}
+
 // Pools kVectors vectors from `j` (at most kRegisterVectors<TD>, or kWideBlockPassVectors<TD, P> in
 // block passes) of every row of the bag into out[0, kVectors * W): the f32 operations of the
-// comment above, before the normalization. `stream`: the result's stores bypass the cache (`out`
-// is vector-aligned: pool_bags_in_registers). The count is a template argument so that the
+// comment above, before the normalization; or with it (`normalize`), when the block is the whole
+// vector of an f32 output (pool_bags_in_registers). `stream`: the result's stores bypass the cache
+// (`out` is vector-aligned: pool_bags_in_registers). The count is a template argument so that the
 // accumulators stay in registers (with a run-time count GCC kept them on the stack: a load and a
 // store per vector and row; and the loops over them are unrolled whole, 32 being at least every
 // count, since a loop left partly rolled indexes them at run time, which put them on the stack
@@ -308,7 +343,7 @@ inline RowTile whole_bag(const Bag<TD, P>& bag) noexcept {
 // 8, which are never tiled, pooled 5% slower).
 template <std::uint64_t kVectors, DType TD, IdPath P, bool kInterleaved = false, bool kTiled = false>
 inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool first_pass, RowTile tile,
-                       bool stream = false) {
+                       bool stream = false, bool normalize = false) {
   using V = typename Traits::V;
   constexpr std::uint64_t W = Traits::kWidth;
   constexpr std::uint64_t vectors = kVectors;
@@ -404,6 +439,7 @@ inline void pool_block(const Bag<TD, P>& bag, std::uint64_t j, float* out, bool 
 #pragma GCC unroll 32
     for (std::uint64_t v = 0; v < vectors; ++v) acc[v] = acc[v] * scale;
   }
+  if (normalize) normalize_in_registers<kVectors>(acc);
   if (stream) {
 #pragma GCC unroll 32
     for (std::uint64_t v = 0; v < vectors; ++v) Traits::store_f32(reinterpret_cast<std::byte*>(out + v * W), acc[v], true);
@@ -853,7 +889,7 @@ inline std::uint64_t first_id_of(const PoolArgs& a, std::uint64_t b) noexcept {
   return a.offsets ? a.offsets[b] : b * a.length;
 }
 
-// Bags [begin, end) of a plain request into an f32 output without normalization, rows of exactly
+// Bags [begin, end) of a plain request into an f32 output, normalized or not, rows of exactly
 // kVectors vectors: one loop over the bags around pool_block, so what a bag costs beyond its rows
 // is zeroing and storing its accumulators, as in FBGEMM's loop. Going through the chunk loop and
 // the dispatch on the vector count for every bag cost dim-64 bags of 8 ids 7-8% (f16, int8) and
@@ -865,9 +901,10 @@ __attribute__((flatten)) void pool_bags_in_registers(const PoolArgs& a, std::uin
                                                      const RowPrefetch& ahead, bool stream) {
   constexpr bool kInterleaved = interleaves_prefetch<TD>(kVectors * Traits::kWidth);
   float* out = static_cast<float*>(a.out);
+  const bool normalize = a.normalize;
   for (std::uint64_t b = begin; b < end; ++b) {
     const Bag<TD, P> bag{a, first_id_of(a, b), first_id_of(a, b + 1), ahead};
-    pool_block<kVectors, TD, P, kInterleaved>(bag, 0, out + b * a.dim, true, whole_bag(bag), stream);
+    pool_block<kVectors, TD, P, kInterleaved>(bag, 0, out + b * a.dim, true, whole_bag(bag), stream, normalize);
   }
   if (stream) Traits::fence();
 }
@@ -965,11 +1002,10 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   const bool memory_blocks = memory_block_passes<TD>(a, dim / W);
   const std::uint64_t register_vectors = memory_blocks ? kMemoryBlockPassVectors : kRegisterVectors<TD>;
   const bool block_passes = takes_block_passes<TD>(dim, table_row_bytes) && dim / W > register_vectors;
-  // A plain request into an f32 output without normalization, of rows of whole vectors that fit in
-  // the registers, goes to pool_bags_in_registers.
+  // A plain request into an f32 output, normalized or not, of rows of whole vectors that fit in the
+  // registers, goes to pool_bags_in_registers.
   constexpr bool kPoolInPlace = OD == OutputDType::kF32;
-  const bool in_registers = kPoolInPlace && P != IdPath::kGeneral && !a.normalize && dim % W == 0 &&
-                            dim / W <= register_vectors;
+  const bool in_registers = kPoolInPlace && P != IdPath::kGeneral && dim % W == 0 && dim / W <= register_vectors;
   // (in_registers rows are such rows: pool_bags_in_registers asks the same at compile time)
   const bool interleaved = dim / W <= register_vectors && interleaves_prefetch<TD>(dim / W * W);
   const std::uint64_t block_vectors = block_passes ? block_pass_vectors<TD, P>(dim / W, memory_blocks) : 0;
