@@ -29,7 +29,8 @@
 // then acc * output_scale. Normalization works on the vector as the output holds it (a 16-bit
 // output's values rounded first, as model2vec normalizes its f16 mean): the squares are summed in
 // the fixed 16-lane order of lane_ordered_sum (as LayerNorm's statistics), so every ISA gives the
-// same bits; then every value is divided by the length, in place for an f32 output, from `chunk`
+// same bits; then every value is divided by the length: in the registers for a plain request's
+// f32 vector that fits them (normalize_in_registers), else in place for an f32 output, from `chunk`
 // for a vector of one chunk otherwise, or by pooling the chunks again (their rows are in cache).
 // Streaming stores (PoolArgs::nontemporal) write each vector once, from registers or from `chunk`,
 // never the output row as a sum in progress.
