@@ -184,11 +184,14 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
     // AVX-512 16 of 16):
     //  - 32 (every vector ISA), 24 (AVX2, SSE4.2), 64 (AVX2), 128, 208 and 256 (AVX-512): rows of
     //    whole vectors pooled in registers, the plain path's loop over bags, normalized there too
-    //    (24: values past the last multiple of 16, whose squares are added one by one); rows of
-    //    more than a line prefetch the row ahead line by line (interleaves_prefetch), int8 64 with
-    //    its scale and bias in line two;
+    //    (24: values past the last multiple of 16, whose squares are added one by one; 16: exactly
+    //    the 16 lanes, one value a lane without a vector ISA; 24 and 64 with an output scale, which
+    //    applies before the division); rows of more than a line
+    //    prefetch the row ahead line by line (interleaves_prefetch), int8 64 with its scale and bias
+    //    in line two;
     //  - those rows, and 65 (AVX2, AVX-512) and 200 (AVX-512), rows with a tail, in the chunk path
-    //    (normalized, weighted, 16-bit outputs), the same prefetch on the first pass;
+    //    (weighted and 16-bit outputs, normalized or not; a plain normalized request with a tail),
+    //    the same prefetch on the first pass;
     //  - 65 (SSE4.2), 128 and 256 (AVX2 and SSE4.2 16-bit and quantized), 300 (AVX2 and SSE4.2
     //    quantized, AVX-512 16-bit and int8), 769 and 1024 (AVX-512 16-bit and int8; AVX2 and SSE4.2
     //    int8, and int4 769): block passes, in tiles of rows but with AVX-512 16-bit rows, which a plain
@@ -198,10 +201,10 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
     //    ragged set's bag of 14 and the uniform set's bags of 8 cross;
     //  - the rest (f32 rows wider than the registers, AVX2 and SSE4.2 16-bit 769 and 1024, 2100):
     //    pool_rows.
-    for (std::uint64_t dim : {1, 7, 17, 24, 32, 64, 65, 128, 200, 208, 256, 300, 769, 1024, 2100}) {
+    for (std::uint64_t dim : {1, 7, 16, 17, 24, 32, 64, 65, 128, 200, 208, 256, 300, 769, 1024, 2100}) {
       for (bool weights_table : {false, true}) {
         PoolModel spec{.dtype = dtype, .dim = dim, .weights_table = weights_table,
-                       .token_scale = dim == 7 ? 2.5 : 1.0};
+                       .token_scale = dim == 7 ? 2.5 : 1.0, .output_scale = dim == 24 || dim == 64 ? 0.6 : 1.0};
         auto model = Model::open(write_pool_model(dir, spec, "p" + std::to_string(model_index++) + ".embt"));
         REQUIRE(model);
         for (const Bags& set : bag_sets(spec.vocab, rng)) {

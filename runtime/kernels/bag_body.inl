@@ -141,10 +141,11 @@ inline PrefetchPlan bag_prefetch_plan(std::uint64_t table_row_bytes) {
 // kernel prefetching every line of the row ahead, from pool_rows, lost f16 256 0.81-0.89x on the
 // 480 MiB-LLC Intel machine: kernel_body.inl; this one was not measured there.) Quantized rows
 // take it too, their scale and bias with the last line: see kRegisterVectors. So does a request
-// that does not pool straight into registers (normalized, weighted, 16-bit output, rows with a
-// tail) when its rows fit them, on its first pass over a bag (pool_chunk): against the plans
-// above, f16 256 mean + normalize bags of 8 / 32 2.88x / 2.83x, f16 256 -> bf16 2.80x, f32 64 mean
-// + normalize 1.96-2.31x; with AVX2 (forced, same machine) f32 64 1.87x, f16 64 1.29x.
+// that does not pool straight into registers (weighted, 16-bit output, rows with a tail, each
+// normalized or not) when its rows fit them, on its first pass over a bag (pool_chunk): against the
+// plans above, f16 256 mean + normalize bags of 8 / 32 2.88x / 2.83x, f16 256 -> bf16 2.80x, f32 64
+// mean + normalize 1.96-2.31x; with AVX2 (forced, same machine) f32 64 1.87x, f16 64 1.29x (a plain
+// normalized request went through pool_chunk then; it pools in the registers since fe8934f).
 // The distance became the gather's interleaved_plan (about 8 KiB of rows, at least 4 rows: 32 ids
 // ahead for 256-byte rows, 64 for 128-byte ones, 8 for 1 KiB) when the gather found narrow rows
 // faster so on the Zen 5; against 16 ids (bench/ab.py, 1 thread, tables 3.9x the LLC, 5 rounds):
