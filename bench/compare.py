@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 def draw(json_path, png_path):
@@ -100,7 +101,9 @@ def draw(json_path, png_path):
                     ax.text(v + 0.5, y, f"{v:.0f}", va="center", fontsize=5.5)
                     y += 1
                 ticks.append(y - (len(present) + 1) / 2)
-                labels.append(c["title"])
+                # Wrapped: the longest titles ("model2vec's size, bags of 8: ... -> f32", 80
+                # characters) took half of a one-column figure's width from its bars.
+                labels.append(textwrap.fill(c["title"], 44))
                 y += 1
             ax.set_yticks(ticks, labels, fontsize=7)
             ax.set_ylim(y - 0.5, -1)  # the first case on top
