@@ -186,9 +186,8 @@ TEST_CASE("pool: every ISA, dtype, dim and mode equals the reference") {
     //    whole vectors pooled in registers, the plain path's loop over bags, normalized there too
     //    (24: values past the last multiple of 16, whose squares are added one by one; 16: exactly
     //    the 16 lanes, one value a lane without a vector ISA; 24 and 64 with an output scale, which
-    //    applies before the division); rows of more than a line
-    //    prefetch the row ahead line by line (interleaves_prefetch), int8 64 with its scale and bias
-    //    in line two;
+    //    applies before the division); rows of more than a line prefetch the row ahead line by line
+    //    (interleaves_prefetch), int8 64 with its scale and bias in line two;
     //  - those rows, and 65 (AVX2, AVX-512) and 200 (AVX-512), rows with a tail, in the chunk path
     //    (weighted and 16-bit outputs, normalized or not; a plain normalized request with a tail),
     //    the same prefetch on the first pass;
