@@ -7,12 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${EMBEDRT_DEPLOY_VENV:-$PWD/build/deploy-venv}
-python=$venv/bin/python
 packages=("kserve==0.21.0" "kubernetes-validate==1.37.0" "pyyaml>=6")
-if [ ! -x "$python" ] || ! "$python" -c "import kserve, kubernetes_validate, yaml" 2>/dev/null; then
-  echo "setup-deploy-venv: installing ${packages[*]} into $venv" >&2
-  mkdir -p "$(dirname "$venv")"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "${packages[@]}"
-fi
-echo "$python"
+. tools/pip-venv.sh
+ensure_pip_venv setup-deploy-venv "$venv" "kserve, kubernetes_validate, yaml" "${packages[@]}"

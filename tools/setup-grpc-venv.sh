@@ -7,13 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${EMBEDRT_GRPC_VENV:-$PWD/build/grpc-venv}
-python=$venv/bin/python
 # Pinned so a test run today and one next month talk to the server with the same client.
 packages=("tritonclient[grpc]==2.73.0" "numpy>=1.24" "xxhash>=3" "hpack>=4")
-if [ ! -x "$python" ] || ! "$python" -c "import tritonclient.grpc, numpy, xxhash, hpack" 2>/dev/null; then
-  echo "setup-grpc-venv: installing ${packages[*]} into $venv" >&2
-  mkdir -p "$(dirname "$venv")"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "${packages[@]}"
-fi
-echo "$python"
+. tools/pip-venv.sh
+ensure_pip_venv setup-grpc-venv "$venv" "tritonclient.grpc, numpy, xxhash, hpack" "${packages[@]}"
