@@ -710,8 +710,6 @@ constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlock * Traits::kWidth) <= k
 // 384 in untiled blocks of 16 against the passes ran 0.987x [0.97-0.99].
 constexpr std::uint64_t kMemoryBlockPassVectors = 12;
 static_assert(kTilesBlockPasses<DType::kF16, kMemoryBlockPassVectors>);
-template <typename T>
-constexpr bool kPrefetchesIntoL2 = requires { requires T::kIntoL2; };  // prefetch_l2_kernels.inl
 template <DType TD>
 inline bool memory_block_passes(const PoolArgs& a, std::uint64_t row_vectors) noexcept {
   return kHalfRowsIn512<TD> && a.token_rows_from_memory && row_vectors > kMemoryBlockPassVectors &&

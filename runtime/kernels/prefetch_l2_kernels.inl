@@ -1,12 +1,14 @@
 // Included by the AVX2 and AVX-512 kernel units inside their namespace, after kernel_body.inl:
 // the same kernels again with every software prefetch going only as far as L2 (T1) instead of
-// into L1 (T0), for PrefetchLevel::kL2; and one choice of plan that goes with a host whose random
-// reads are slow (kPrefetchesIntoL2 in bag_body.inl: AVX-512 f16/bf16 bags of 13-16 vectors). A second set rather than a choice per call: a runtime flag
-// tested at each prefetch cost bags of rows in the cache 2-6% (bench/ab.py, 9-15 rounds).
+// into L1 (T0), for PrefetchLevel::kL2; and two choices of plan that go with a host whose random
+// reads are slow (kPrefetchesIntoL2 in kernel_body.inl: AVX-512 f16/bf16 bags of 13-16 vectors in
+// block passes, bag_body.inl; the gather's int8 rows of 6-16 lines staged, stages_rows). A second
+// set rather than a choice per call: a runtime flag tested at each prefetch cost bags of rows in
+// the cache 2-6% (bench/ab.py, 9-15 rounds).
 // The builds that do not want them (EMBEDRT_PREFETCH_L2_KERNELS=OFF: tools/test.sh's sanitizer
 // builds, where they double the units' compile time and differ from the L1 set by one
-// instruction and that plan, whose block passes the L1 set runs for rows of 17-24 vectors) hand
-// out the L1 set instead.
+// instruction and those plans, whose block passes the L1 set runs for rows of 17-24 vectors and
+// whose stage it runs for int4 rows) hand out the L1 set instead.
 //
 // T1 against T0 for every prefetch (bench/ab.py, 1 thread, cpu clock, tables 3.9x the LLC,
 // 5 rounds, one output buffer) depends on the machine:
@@ -25,7 +27,7 @@
 
 template <typename Base>
 struct PrefetchIntoL2 : Base {
-  static constexpr bool kIntoL2 = true;  // kPrefetchesIntoL2 (bag_body.inl)
+  static constexpr bool kIntoL2 = true;  // kPrefetchesIntoL2 (kernel_body.inl)
   static void prefetch(const std::byte* p) { __builtin_prefetch(p, 0, 2); }  // prefetcht1
 };
 
