@@ -515,14 +515,14 @@ __attribute__((always_inline)) inline void prefetch_row(const std::byte* row, st
 // 1.04x. Narrow rows keep it too: from the table, int8 256 into one buffer 0.93x and int4 256
 // 0.81x; into outputs rotating past the LLC, whose regular stores each wait for their line, the
 // table's rows did better (int8 64-256 1.29-1.92x, int4 64-512 1.11-1.65x), but with streaming
-// stores the two tie (int4 256 33.5 and 34.8 M tokens/s), so that is the stores' cost, not the stage's.
+// stores the two tie (int4 256 33.5 and 34.8 M tokens/s): the stores' cost, not the stage's.
 // Bags do not: staging such rows from a table 4x the LLC pooled int8 768 bags of 8, 32 and 128 at
 // 0.92x, 0.88x and 0.92x, int4 768 bags of 32 at 1.04x, int4 1536 at 0.97x (5 rounds). From the
 // table, pool_rows reads such rows 8 side by side; from the stage, 4 (why that loses is not known).
 constexpr std::uint64_t kStagedRows = 16;
 constexpr std::uint64_t kStagedRowBytes = 16 * 64;  // the widest staged row
 
-// This unit's kernels are prefetch_l2_kernels.inl's second set, whose prefetches stop at L2.
+// Whether this copy of the kernels is prefetch_l2_kernels.inl's second set, whose prefetches stop at L2.
 template <typename T>
 constexpr bool kPrefetchesIntoL2 = requires { requires T::kIntoL2; };
 
