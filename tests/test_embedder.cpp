@@ -205,9 +205,10 @@ void check_matrix(const Spec& s, std::uint32_t seed, bool int32_ids) {
       for (NonTemporal nt : {NonTemporal::kNever, NonTemporal::kAlways}) {
         // inline_bytes 0 sends even these small requests through the parallel path. A cache of 0
         // bytes makes every table one whose rows come from memory: uniform batches with rows of
-        // more than 1 KiB go in token order, int4 rows of 6-16 lines are staged (int8 rows too in
-        // the L2 kernel set), and PrefetchLevel::kL2 applies (taken with streaming stores, so both
-        // levels run: int8 rows staged and from the table), and rows of up to 1 KiB are
+        // more than 1 KiB go in token order, quantized rows of 6-16 lines are staged (but for int8
+        // rows in the AVX-512 kernels that prefetch into L1: stages_rows), and PrefetchLevel::kL2
+        // applies (taken with streaming stores, so both levels run: AVX-512 int8 rows staged and
+        // from the table, where the build has the L2 sets), and rows of up to 1 KiB are
         // prefetched at least 32 rows ahead (EmbedderOptions::min_rows_ahead).
         for (const auto& [inline_bytes, cache_bytes] : {std::pair<std::size_t, std::optional<std::uint64_t>>{std::size_t{1} << 30, {}},
                                                        {std::size_t{0}, {}}, {std::size_t{0}, 0}}) {

@@ -69,9 +69,9 @@ if [ "$sanitizers" != 0 ]; then
     fuzz_build=$suite_dir
   fi
   # Neither sanitizer build compiles the L2-prefetch kernel sets (EMBEDRT_PREFETCH_L2_KERNELS): the
-  # same code as the L1 sets but for one instruction and one plan choice (kPrefetchesIntoL2, whose
-  # block passes the L1 sets run too), they would double the kernel units' compile time; the
-  # Release build tests them.
+  # same code as the L1 sets but for one instruction and two plan choices (kPrefetchesIntoL2: block
+  # passes the L1 sets run too, and AVX-512's stage of wide int8 rows, which its L1 sets run for
+  # int4 rows), they would double the kernel units' compile time; the Release build tests them.
   CC=$cc CXX=$cxx run_suite "$suite_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DEMBEDRT_SANITIZE="$sanitizers" -DEMBEDRT_ISAS=host -DEMBEDRT_PREFETCH_L2_KERNELS=OFF \
     -DEMBEDRT_BUILD_BENCHMARKS=OFF "${fuzz_flags[@]}"

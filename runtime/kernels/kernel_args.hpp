@@ -71,7 +71,7 @@ struct KernelArgs {
   // `position_ids` are null, `padding_id` is negative and there is a position table.
   bool position_major = false;
   // The token table is larger than half the LLC, so its rows come from memory (the Embedder's
-  // rule): wider quantized rows are staged in L1 too (stages_rows in kernel_body.inl).
+  // rule): wider quantized rows are staged in L1 too, as stages_rows in kernel_body.inl says.
   bool token_rows_from_memory = false;
   std::uint64_t min_rows_ahead = kNearRowsAhead;  // as above, or EmbedderOptions::min_rows_ahead (4-256)
 };

@@ -333,7 +333,8 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 //  - The row ahead prefetched whole at the top of each row's loop instead: as fast for copies of
 //    up to 512 bytes, but 0.89x for GPT-2 f32 + positions, 0.80x for bf16 -> bf16, and f32 768
 //    copies 0.82x as fast as the plans above. Not staging int8/int4 rows of 6-16 lines from memory
-//    (the interleaved loop reading the table): AVX-512 0.98-1.12x, AVX2 0.61-0.86x, so they stay.
+//    (the interleaved loop reading the table): AVX-512 0.98-1.12x, AVX2 0.61-0.86x, so they stay
+//    (since, AVX-512 int8 rows with prefetches into L1 do not: stages_rows).
 // Not measured on the Zen 3 or the 480 MiB-LLC Intel machine, where the plans above were tuned.
 // Later, on that Intel machine: rows of up to 1 KiB at least 32 rows ahead (KernelArgs::
 // min_rows_ahead) pooled f32 256 bags 1.24-1.29x, f32 128 1.65x, and gathered f32 256 1.06x, f32
@@ -503,32 +504,38 @@ __attribute__((always_inline)) inline void prefetch_row(const std::byte* row, st
 // f32 rows (64 0.72x, 256 0.93x).
 // The gather also stages quantized rows of 6-16 lines (int8 dims 313-1016, int4 633-2040) when they
 // come from memory (KernelArgs::token_rows_from_memory): int8 rows of 13 lines from a table 4x the
-// LLC 1.38x, but from GPT-2's, in the LLC, 0.97x. See the commit for the measures of the rule.
-// Those int8 rows are staged only in the L2 kernel set (kPrefetchesIntoL2), the set the prefetch
-// calibration picks on a host whose random reads into L1 are slow, as the 480 MiB-LLC Xeon's were.
-// On a Zen 5 whose reads into L1 are fast (the L1 set), the copy cost more than it won: from the
-// table, against staged (bench/ab.py, 1 thread, cpu clock, tables 3.1-3.5x the LLC, 5-7 rounds):
-// int8 768 with outputs rotating 1.21x, one buffer + positions 1.25x, GPT-2's + positions 1.15x,
-// into bf16 1.18x, calls of 1024 tokens 1.14-1.21x, int8 384 1.23x, int8 1000 1.15x, with the L2
-// set forced there 1.17x; 2 threads (wall clock) GPT-2's 1.07x, int8 768 1.13x. int4 rows of 6-16
-// lines keep the stage in both sets: int4 768 0.87x-1.12x by run (rotating and one buffer), 1536
-// 1.04x. Narrow rows keep it too: from the table, int8 256 into one buffer 0.93x and int4 256
-// 0.81x; into outputs rotating past the LLC, whose regular stores each wait for their line, the
-// table's rows did better (int8 64-256 1.29-1.92x, int4 64-512 1.11-1.65x), but with streaming
-// stores the two tie (int4 256 33.5 and 34.8 M tokens/s): the stores' cost, not the stage's.
+// LLC 1.38x, but from GPT-2's, in the LLC, 0.97x (the 480 MiB-LLC Xeon, prefetching into L1: the
+// L2 kernel set came later). See the commit for the measures of the rule.
 // Bags do not: staging such rows from a table 4x the LLC pooled int8 768 bags of 8, 32 and 128 at
 // 0.92x, 0.88x and 0.92x, int4 768 bags of 32 at 1.04x, int4 1536 at 0.97x (5 rounds). From the
 // table, pool_rows reads such rows 8 side by side; from the stage, 4 (why that loses is not known).
+// Nor do the AVX-512 kernels that prefetch into L1 for int8 rows of 6-16 lines, the set the
+// prefetch calibration picks on a host whose random reads into L1 are fast. On such a Zen 5 the
+// copy cost more than it won: from the table, against staged (bench/ab.py, 1 thread, cpu clock,
+// tables 3.1-3.5x the LLC, 5-7 rounds): int8 768 with outputs rotating 1.21x, one buffer +
+// positions 1.25x, GPT-2's + positions 1.15x, into bf16 1.18x, calls of 1024 tokens 1.14-1.21x,
+// int8 384 1.23x, int8 1000 1.15x; 2 threads (wall clock) GPT-2's 1.07x, int8 768 1.13x (and an
+// earlier Zen 5, AVX-512: 0.98-1.12x, see "Not staging" above). Kept elsewhere:
+//  - the L2 set (kPrefetchesIntoL2), which hosts with slow reads into L1 run, as the Xeons: there
+//    it was never measured against the table (on this Zen 5, forced, the table's rows ran 1.17x);
+//  - AVX2 and SSE4.2: AVX2 from the table ran 0.61-0.86x on the earlier Zen 5, here 0.95-0.98x
+//    with outputs rotating (1.18x into one buffer);
+//  - int4 rows of 6-16 lines: int4 768 0.87x and 1.12x in two runs, 1536 1.04x;
+//  - narrow rows: from the table, int8 256 into one buffer 0.93x, int4 256 0.81x. Into outputs
+//    rotating past the LLC, whose regular stores each wait for their line, the table's rows did
+//    better (int8 64-256 1.29-1.92x, int4 64-512 1.11-1.65x), but with streaming stores the two
+//    tie (int4 256 33.5 and 34.8 M tokens/s): the stores' cost, not the stage's.
 constexpr std::uint64_t kStagedRows = 16;
 constexpr std::uint64_t kStagedRowBytes = 16 * 64;  // the widest staged row
 
-// Whether this copy of the kernels is prefetch_l2_kernels.inl's second set, whose prefetches stop at L2.
+// Whether this copy of the kernels is prefetch_l2_kernels.inl's second set, whose prefetches
+// stop at L2.
 template <typename T>
 constexpr bool kPrefetchesIntoL2 = requires { requires T::kIntoL2; };
 
 template <DType TD>
 constexpr bool stages_rows(std::uint64_t table_row_bytes, bool rows_from_memory = false) {
-  const bool wide_rows_staged = TD == DType::kInt4Rowwise || kPrefetchesIntoL2<Traits>;
+  const bool wide_rows_staged = TD == DType::kInt4Rowwise || Traits::kWidth != 16 || kPrefetchesIntoL2<Traits>;
   return kRowwiseQuantized<TD> &&
          (table_row_bytes <= kNarrowRowBytes ||
           (wide_rows_staged && rows_from_memory && table_row_bytes <= kStagedRowBytes));

@@ -2,7 +2,7 @@
 // the same kernels again with every software prefetch going only as far as L2 (T1) instead of
 // into L1 (T0), for PrefetchLevel::kL2; and two choices of plan that go with a host whose random
 // reads are slow (kPrefetchesIntoL2 in kernel_body.inl: AVX-512 f16/bf16 bags of 13-16 vectors in
-// block passes, bag_body.inl; the gather's int8 rows of 6-16 lines staged, stages_rows). A second
+// block passes, bag_body.inl; the AVX-512 gather's int8 rows of 6-16 lines staged). A second
 // set rather than a choice per call: a runtime flag tested at each prefetch cost bags of rows in
 // the cache 2-6% (bench/ab.py, 9-15 rounds).
 // The builds that do not want them (EMBEDRT_PREFETCH_L2_KERNELS=OFF: tools/test.sh's sanitizer
