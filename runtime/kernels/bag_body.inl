@@ -707,7 +707,11 @@ constexpr bool kTilesBlockPasses = table_bytes<TD>(kBlock * Traits::kWidth) <= k
 // bags of 8 1.034x; 2 threads (wall clock, 7 rounds) 1.091x / 1.182x / 1.160x; with the L2 set
 // forced there 1.046x. So rows that fit the registers take the passes only in the L2 set
 // (kPrefetchesIntoL2), the set a host with slow reads runs; wider rows take them in both: there f16
-// 384 in untiled blocks of 16 against the passes ran 0.987x [0.97-0.99].
+// 384 in untiled blocks of 16 against the passes ran 0.987x [0.97-0.99]. On the 480 MiB-LLC Xeon,
+// which takes the L2 set, the registers against the passes (tables 3.6x the LLC, rows touched
+// 2.4x, 1 thread) had no direction for sums (f16 256 bags of 8 / 32 / 128 0.995x / 1.129x / 1.161x
+// in 5 rounds, then 0.984x / 1.143x / 0.887x in 7, each of those IQRs spanning 1) and lost mean +
+// normalize bags of 8 (0.844x, 0.810x): the L2 set keeps the passes.
 constexpr std::uint64_t kMemoryBlockPassVectors = 12;
 static_assert(kTilesBlockPasses<DType::kF16, kMemoryBlockPassVectors>);
 template <DType TD>

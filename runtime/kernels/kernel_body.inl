@@ -516,8 +516,10 @@ __attribute__((always_inline)) inline void prefetch_row(const std::byte* row, st
 // positions 1.25x, GPT-2's + positions 1.15x, into bf16 1.18x, calls of 1024 tokens 1.14-1.21x,
 // int8 384 1.23x, int8 1000 1.15x; 2 threads (wall clock) GPT-2's 1.07x, int8 768 1.13x (and an
 // earlier Zen 5, AVX-512: 0.98-1.12x, see "Not staging" above). Kept elsewhere:
-//  - the L2 set (kPrefetchesIntoL2), which hosts with slow reads into L1 run, as the Xeons: there
-//    it was never measured against the table (on this Zen 5, forced, the table's rows ran 1.17x);
+//  - the L2 set (kPrefetchesIntoL2), which hosts with slow reads into L1 run, as the Xeons: on the
+//    480 MiB-LLC Xeon (the set `auto` takes there; tables 3.6x the LLC, rows touched 2.4x, 5
+//    rounds) the table's rows ran 0.67x [0.63-0.69] into one buffer + positions and 0.80x
+//    [0.80-0.83] with outputs rotating (on this Zen 5, forced, they ran 1.17x);
 //  - AVX2 and SSE4.2: AVX2 from the table ran 0.61-0.86x on the earlier Zen 5, here 0.95-0.98x
 //    with outputs rotating (1.18x into one buffer);
 //  - int4 rows of 6-16 lines: int4 768 0.87x and 1.12x in two runs, 1536 1.04x;
