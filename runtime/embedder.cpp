@@ -425,9 +425,13 @@ bool streams_output(NonTemporal mode, std::uint64_t output_bytes, std::uint64_t 
   switch (mode) {
     case NonTemporal::kAlways: return true;
     case NonTemporal::kNever: return false;
-    // Measured with bench/kernel_bench.cpp BM_EmbedThenRead (embed, then a consumer reads the
-    // output) on a 32 MiB-L3 Zen 4: regular stores win up to ~6 MiB of output (the consumer
-    // finds it in cache), the two tie around 12-24 MiB, streaming wins from ~half the LLC up.
+    // Measured (8113351) with BM_EmbedThenRead, since removed from bench/kernel_bench.cpp (embed,
+    // then a consumer reads the output), on a 32 MiB-L3 Zen 4: regular stores win up to ~6 MiB of
+    // output (the consumer finds it in cache), the two tie around 12-24 MiB, streaming wins from
+    // ~half the LLC up. On the 480 MiB-LLC Xeon (2 threads, GPT-2's 24 MiB calls, bench/ab.py)
+    // streaming alone, without the read after, ran 1.06x (f32) and 0.94x (int8) into one buffer,
+    // but 1.88x and 1.89x into outputs rotating through 4x the LLC, whose every line is cold: a
+    // caller that hands each call a cold buffer past the LLC gains `always` there.
     case NonTemporal::kAuto: break;
   }
   return output_bytes > llc_bytes / 2;
