@@ -72,22 +72,11 @@ if [ "$sanitizers" != 0 ]; then
   # same code as the L1 sets but for one instruction and two plan choices (kPrefetchesIntoL2: block
   # passes the L1 sets run too, and AVX-512's stage of wide int8 rows, which its L1 sets run for
   # int4 rows), they would double the kernel units' compile time; the Release build tests them.
-  # The clang suite keeps only line tables as debug information (enough for the sanitizers' stack
-  # traces) and calls ASan's checks instead of inlining one per memory access: its AVX-512 kernel
-  # unit then compiled in 339 s instead of 669 s on the 480 MiB-LLC Xeon (CI ran 79 minutes there,
-  # 28 of them in this build). Outlined checks find the same errors.
-  clang_flags=()
-  if [ "$cc" = clang ]; then
-    line_tables="-O2 -gline-tables-only -DNDEBUG"  # RelWithDebInfo's flags with -g narrowed
-    clang_flags=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="$line_tables" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$line_tables")
-    if [[ $sanitizers == *address* ]]; then
-      outlined="-mllvm -asan-instrumentation-with-call-threshold=0"
-      clang_flags+=(-DCMAKE_C_FLAGS="$outlined" -DCMAKE_CXX_FLAGS="$outlined")
-    fi
-  fi
+  # CMakeLists.txt's EMBEDRT_SANITIZE block outlines ASan's checks and keeps only line tables, which
+  # halves the kernel units' compile here and in tools/fuzz.sh's own build.
   CC=$cc CXX=$cxx run_suite "$suite_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DEMBEDRT_SANITIZE="$sanitizers" -DEMBEDRT_ISAS=host -DEMBEDRT_PREFETCH_L2_KERNELS=OFF \
-    -DEMBEDRT_BUILD_BENCHMARKS=OFF "${clang_flags[@]}" "${fuzz_flags[@]}"
+    -DEMBEDRT_BUILD_BENCHMARKS=OFF "${fuzz_flags[@]}"
 fi
 # ThreadSanitizer over the unit tests (concurrency, kernels, everything in embedrt_tests); see
 # tests/tsan.supp for why libtbb needs suppressions and how the gap is covered.
