@@ -736,6 +736,21 @@ inline std::uint64_t memory_block_distance(std::uint64_t ids, std::uint64_t bags
   return ids < kShortBagDistance * bags ? kShortBagDistance : kBlockPassDistance;
 }
 
+// How far ahead a block pass prefetches its columns of the row ahead: `distance` ids, or for 16-bit
+// rows of up to 1 KiB the calibrated floor when it is further (PoolArgs::min_rows_ahead: 32 rows on
+// a host whose random reads gain from more rows in flight, else 4, below every distance here), as
+// the interleaved rows take it. Measured on the 480 MiB-LLC Xeon, whose calibration chose 32
+// (bench/ab.py, one binary with --min-rows-ahead 4, the distances before, against 32; 1 thread, cpu
+// clock, tables 3.6x the LLC, rows touched 2.5x, 5 rounds): f16 256 bags of 8 / 32 / 128 1.048x /
+// 1.284x / 1.283x, mean + normalize bags of 8 1.100x, bf16 320 1.088x; AVX2 (forced) f16 256 bags of
+// 32 1.193x. 64 rows against 32 (7 rounds): f16 256 0.97-0.99x, bf16 320 1.09x. int8 rows keep their
+// distance: int8 768 bags of 8 / 32 / 128 lost 0.942x / 0.931x / 0.930x with 32 (int8 512 1.044x).
+template <DType TD>
+constexpr std::uint64_t block_pass_distance(std::uint64_t distance, std::uint64_t table_row_bytes,
+                                            std::uint64_t min_rows) {
+  return kRowwiseQuantized<TD> ? distance : floored_rows_ahead(distance, table_row_bytes, min_rows);
+}
+
 // The vectors of a block for rows of `vectors` vectors.
 template <DType TD, IdPath P>
 constexpr std::uint64_t block_pass_vectors(std::uint64_t vectors, bool memory_blocks) {
@@ -1015,7 +1030,8 @@ void pool_bags_on(const PoolArgs& a, std::uint64_t begin, std::uint64_t end) {
   const std::uint64_t block_vectors = block_passes ? block_pass_vectors<TD, P>(dim / W, memory_blocks) : 0;
   const std::uint64_t call_bags = a.bags > end ? a.bags : end;
   const std::uint64_t call_ids = first_id_of(a, call_bags);
-  const std::uint64_t block_distance = memory_blocks ? memory_block_distance(call_ids, call_bags) : kBlockPassDistance;
+  const std::uint64_t block_distance = block_pass_distance<TD>(
+      memory_blocks ? memory_block_distance(call_ids, call_bags) : kBlockPassDistance, table_row_bytes, a.min_rows_ahead);
   const PrefetchPlan plan = interleaved    ? interleaved_plan(table_row_bytes, a.min_rows_ahead)
                             : block_passes ? block_pass_plan<TD>(table_row_bytes, block_vectors, block_distance)
                                            : bag_prefetch_plan<TD>(table_row_bytes);

@@ -19,7 +19,8 @@ struct RawIds {
 };
 
 // The fewest rows ahead that rows of at most kFarRowBytes are prefetched line by line
-// (interleaved_plan in kernel_body.inl: otherwise about 8 KiB of rows): kNearRowsAhead, or
+// (interleaved_plan in kernel_body.inl: otherwise about 8 KiB of rows) and that 16-bit rows pooled
+// in block passes prefetch their columns (block_pass_distance in bag_body.inl): kNearRowsAhead, or
 // kFarRowsAhead where the prefetch calibration found such rows read faster so (Embedder:
 // PrefetchCalibration::min_rows_ahead).
 constexpr std::uint64_t kNearRowsAhead = 4;

@@ -343,6 +343,12 @@ inline PrefetchPlan gather_prefetch_plan(std::uint64_t table_row_bytes, std::uin
 // `bytes` rounded up to whole cache lines.
 constexpr std::uint64_t whole_lines(std::uint64_t bytes) { return (bytes + 63) / 64 * 64; }
 
+// `distance` rows ahead, or `min_rows` (KernelArgs::min_rows_ahead) for rows of at most kFarRowBytes
+// when that is further.
+constexpr std::uint64_t floored_rows_ahead(std::uint64_t distance, std::uint64_t row_bytes, std::uint64_t min_rows) {
+  return whole_lines(row_bytes) <= kFarRowBytes && min_rows > distance ? min_rows : distance;
+}
+
 constexpr std::uint64_t kInterleavedBytesAhead = 8192;
 constexpr std::uint64_t kInterleavedMinRows = 4;
 constexpr std::uint64_t kInterleavedCopyRowBytes = 8192;  // wider copies keep gather_prefetch_plan
@@ -354,8 +360,7 @@ constexpr std::uint64_t kInterleavedCopyRowBytes = 8192;  // wider copies keep g
 inline PrefetchPlan interleaved_plan(std::uint64_t table_row_bytes, std::uint64_t min_rows) {
   const std::uint64_t line_bytes = whole_lines(table_row_bytes);
   const std::uint64_t rows = kInterleavedBytesAhead / line_bytes;
-  const std::uint64_t floor = line_bytes <= kFarRowBytes && min_rows > kInterleavedMinRows ? min_rows : kInterleavedMinRows;
-  return {rows < floor ? floor : rows, line_bytes};
+  return {floored_rows_ahead(rows < kInterleavedMinRows ? kInterleavedMinRows : rows, line_bytes, min_rows), line_bytes};
 }
 
 // Called with the table offset of each load of kLoadBytes (at most a line) from a row, in order: the
