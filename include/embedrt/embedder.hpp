@@ -213,8 +213,10 @@ struct EmbedderOptions {
   std::optional<std::uint64_t> cache_bytes;
   PrefetchLevel prefetch_level = PrefetchLevel::kAuto;
   // The fewest rows ahead that token rows of up to 1 KiB from a table larger than half the LLC are
-  // prefetched, in [4, 256] (Embedder::min_rows_ahead); unset: the calibration's under kAuto
-  // (PrefetchCalibration::min_rows_ahead), else 4. Changes no result's bits.
+  // prefetched where the kernel's plan for them takes a floor (most of the gather's rows, the bags'
+  // rows that fit in the registers, and 16-bit bag rows pooled in block passes; the other plans keep
+  // their own distance), in [4, 256] (Embedder::min_rows_ahead); unset: the calibration's under
+  // kAuto (PrefetchCalibration::min_rows_ahead), else 4. Changes no result's bits.
   std::optional<std::uint64_t> min_rows_ahead;
 };
 
